@@ -1,0 +1,61 @@
+# smax_add_dynamic_dispatch(<target>)
+#
+# Adds smax's runtime dispatch to <target>: the dispatcher compiled with the
+# target's own (baseline) flags, and one object library per ISA compiled with
+# that ISA's flags only (never the whole target's), each instantiating every
+# kernel for its ISA. After it, <target> can call smax::dynamic::* .
+#
+#   x86-64:  avx512 (-mavx512f), avx2 (-mavx2 -mfma), sse2
+#   aarch64: neon
+#
+# The dispatcher's objects come first on the link line so that any inline
+# function shared by several of these TUs resolves to the baseline copy.
+
+set(SMAX_DISPATCH_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/../src" CACHE INTERNAL "")
+
+function(smax_add_dynamic_dispatch target)
+  if(NOT TARGET smax::smax)
+    message(FATAL_ERROR "smax_add_dynamic_dispatch: smax::smax is not defined (find_package(smax) or add_subdirectory first)")
+  endif()
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$")
+    set(isas sse2 avx2 avx512)
+    set(flags_sse2 "-msse2")
+    set(flags_avx2 "-mavx2;-mfma")
+    set(flags_avx512 "-mavx512f")
+  elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+    set(isas neon)
+    set(flags_neon "")
+  else()
+    message(FATAL_ERROR "smax_add_dynamic_dispatch: no ISA list for ${CMAKE_SYSTEM_PROCESSOR}")
+  endif()
+
+  get_target_property(pic ${target} POSITION_INDEPENDENT_CODE)
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "SHARED_LIBRARY" OR type STREQUAL "MODULE_LIBRARY")
+    set(pic ON)
+  endif()
+
+  set(objs ${target}_smax_dispatcher)
+  add_library(${target}_smax_dispatcher OBJECT "${SMAX_DISPATCH_SOURCE_DIR}/smax_dynamic.cpp")
+  target_link_libraries(${target}_smax_dispatcher PRIVATE smax::smax)
+  foreach(isa IN LISTS isas)
+    set(obj ${target}_smax_${isa})
+    add_library(${obj} OBJECT "${SMAX_DISPATCH_SOURCE_DIR}/smax_dynamic_isa.cpp")
+    target_link_libraries(${obj} PRIVATE smax::smax)
+    target_compile_definitions(${obj} PRIVATE SMAX_DYNAMIC_ISA=${isa})
+    target_compile_options(${obj} PRIVATE ${flags_${isa}})
+    if(isa STREQUAL "avx512" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      # g++ 12 warns falsely about _mm512_undefined_ps() inside
+      # avx512fintrin.h (used by xsimd); silenced for this TU only.
+      target_compile_options(${obj} PRIVATE -Wno-maybe-uninitialized -Wno-uninitialized)
+    endif()
+    list(APPEND objs ${obj})
+  endforeach()
+  foreach(obj IN LISTS objs)
+    if(pic)
+      set_target_properties(${obj} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    endif()
+    target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
+  endforeach()
+  target_link_libraries(${target} PRIVATE smax::smax)
+endfunction()

@@ -1,0 +1,65 @@
+// smax — softmax-family kernels on xsimd.
+// config.hpp: the one place that includes xsimd and defines the common types
+// every kernel header uses.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#define SMAX_VERSION_MAJOR 0
+#define SMAX_VERSION_MINOR 1
+#define SMAX_VERSION_PATCH 0
+
+// The special-value rules (NaN in -> NaN out, +inf shares the mass, -inf is
+// masked) are implemented with comparisons against NaN and infinity, which
+// -ffast-math (-ffinite-math-only) lets the compiler delete. Refuse rather
+// than silently break them; a user who accepts that may define
+// SMAX_ALLOW_FAST_MATH, and then inputs must be finite.
+#if defined(__FAST_MATH__) && !defined(SMAX_ALLOW_FAST_MATH)
+#error "smax: -ffast-math removes the NaN/inf handling smax documents; compile smax TUs without it, or define SMAX_ALLOW_FAST_MATH to accept finite-input-only behaviour"
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SMAX_INLINE inline __attribute__((always_inline))
+#else
+#define SMAX_INLINE inline
+#endif
+
+namespace smax {
+
+// Which softmax algorithm to run. See softmax() in smax.hpp for what each
+// costs; `automatic` picks by size.
+enum class algorithm {
+  automatic,
+  three_pass_recompute,
+  three_pass_reload,
+  two_pass,
+  online
+};
+
+namespace detail {
+
+// Keeps a scalar parameter (alpha, eps, tau, ...) out of template argument
+// deduction, so that smax::entmax_bisect(xf, yf, n, 1.5) compiles for float.
+template <class T>
+struct identity {
+  using type = T;
+};
+template <class T>
+using nodeduce_t = typename identity<T>::type;
+
+template <class T>
+using enable_if_real_t = std::enable_if_t<std::is_same<T, float>::value || std::is_same<T, double>::value>;
+
+// True for xsimd architecture tags (every one derives from xsimd::generic).
+template <class A>
+constexpr bool is_arch_v = std::is_base_of<xsimd::generic, A>::value;
+
+template <class A>
+using enable_if_arch_t = std::enable_if_t<is_arch_v<A>>;
+
+}  // namespace detail
+}  // namespace smax

@@ -1,0 +1,53 @@
+// smax — the one list that the runtime dispatch table, its per-ISA
+// instantiations (src/smax_dynamic_isa.cpp) and the smax::dynamic wrappers
+// (src/smax_dynamic.cpp) all expand. Adding a public function to the dynamic
+// API is one SMAX_FUNCTIONS line here plus its declaration in dynamic.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "config.hpp"
+
+// X(name, parameter list, argument list) for element type T.
+#define SMAX_FUNCTIONS(T, X)                                                  \
+  X(softmax, (const T* x, T* y, std::size_t n, algorithm a), (x, y, n, a))   \
+  X(log_softmax, (const T* x, T* y, std::size_t n), (x, y, n))
+
+// X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#define SMAX_ISAS(X)                                                                    \
+  X(avx512, xsimd::avx512f, xsimd::available_architectures().best >= xsimd::avx512f::version()) \
+  X(avx2, xsimd::fma3<xsimd::avx2>, xsimd::available_architectures().best >= xsimd::fma3<xsimd::avx2>::version()) \
+  X(sse2, xsimd::sse2, true)
+#elif defined(__aarch64__)
+#define SMAX_ISAS(X) X(neon, xsimd::neon64, true)
+#else
+#error "smax runtime dispatch: no ISA list for this architecture"
+#endif
+
+#define SMAX_EXPAND(...) __VA_ARGS__
+
+namespace smax {
+namespace detail {
+
+template <class T>
+struct kernel_table {
+#define SMAX_TABLE_FIELD(name, params, args) void(*name) params;
+  SMAX_FUNCTIONS(T, SMAX_TABLE_FIELD)
+#undef SMAX_TABLE_FIELD
+};
+
+struct isa_tables {
+  const char* name;
+  kernel_table<float> f32;
+  kernel_table<double> f64;
+};
+
+// Defined in the per-ISA translation unit of each ISA compiled in.
+#define SMAX_DECLARE_TABLES(isa, arch, check) const isa_tables& tables_##isa() noexcept;
+SMAX_ISAS(SMAX_DECLARE_TABLES)
+#undef SMAX_DECLARE_TABLES
+
+}  // namespace detail
+}  // namespace smax

@@ -1,0 +1,35 @@
+// smax::dynamic — the same functions as smax.hpp, run on the best ISA the CPU
+// has among those compiled in (x86: AVX-512, AVX2+FMA, SSE2; aarch64: NEON).
+//
+// Link the per-ISA code into your target with the CMake helper:
+//     find_package(smax)                       # or add_subdirectory(smax)
+//     smax_add_dynamic_dispatch(my_target)     # compiles one TU per ISA
+// The choice is made once, at the first call (thread-safe). The environment
+// variable SMAX_ISA (sse2, avx2, avx512, neon) forces an ISA when it is
+// compiled in and the CPU has it; otherwise it is ignored. set_isa() does the
+// same from code (tests use it to run every ISA).
+#pragma once
+
+#include <cstddef>
+
+#include "config.hpp"
+
+namespace smax {
+namespace dynamic {
+
+// Name of the ISA that calls go to now ("avx512", "avx2", "sse2", "neon").
+const char* active_isa() noexcept;
+// ISAs compiled in that this CPU can run, best first; returns how many, and
+// writes up to `cap` names into `names`.
+std::size_t available_isas(const char** names, std::size_t cap) noexcept;
+// Route every later call to `isa`; false (and no change) if it is not
+// compiled in or the CPU lacks it. nullptr goes back to the default choice.
+bool set_isa(const char* isa) noexcept;
+
+void softmax(const float* x, float* y, std::size_t n, algorithm a = algorithm::automatic);
+void softmax(const double* x, double* y, std::size_t n, algorithm a = algorithm::automatic);
+void log_softmax(const float* x, float* y, std::size_t n);
+void log_softmax(const double* x, double* y, std::size_t n);
+
+}  // namespace dynamic
+}  // namespace smax

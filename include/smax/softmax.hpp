@@ -1,0 +1,307 @@
+// smax — softmax and log-softmax kernels, one generic body per algorithm,
+// written on xsimd::batch<T, A> for any architecture tag A.
+//
+//   three_pass_recompute  max; sum e^(x-m); y = e^(x-m)/sum     reads 3n, writes n
+//   three_pass_reload     max; y = e^(x-m), sum; y *= 1/sum     reads 3n, writes 2n
+//   two_pass              sum e^x as (p, 2^K) pairs; y = ...    reads 2n, writes n
+//   online                running max and rescaled sum; y = ...  reads 2n, writes n
+//
+// Every algorithm computes the same function to within its rounding: the
+// special cases (NaN, +inf, all -inf, |x| huge) are resolved by one shared
+// path, and two_pass / online hand an input they cannot represent exactly in
+// their single pass (max above split_limit or below -split_limit/2, NaN,
+// +inf) to three_pass_recompute, at the cost of one extra read.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "exp.hpp"
+#include "reduce.hpp"
+
+namespace smax {
+namespace detail {
+
+// Writes the result for an input whose max m is not finite (NaN, +inf, or
+// -inf, i.e. every entry -inf or NaN). The special-value rules of the
+// library: any NaN -> all NaN; +inf entries share the mass equally, the rest
+// get 0; all -inf -> all 0 (log: all -inf).
+template <class T>
+void softmax_nonfinite(const T* x, T* y, std::size_t n, bool log) noexcept {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN();
+  std::size_t n_posinf = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (x[i] != x[i]) return fill(y, n, nan);
+    n_posinf += (x[i] == inf);
+  }
+  if (n_posinf == 0) return fill(y, n, log ? -inf : T(0));
+  const T share = log ? static_cast<T>(-std::log(static_cast<double>(n_posinf)))
+                      : static_cast<T>(1.0 / static_cast<double>(n_posinf));
+  const T rest = log ? -inf : T(0);
+  for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] == inf) ? share : rest;
+}
+
+template <class T>
+SMAX_INLINE bool is_finite(T v) noexcept {
+  return v - v == T(0);  // false for NaN and +-inf
+}
+
+// Calls f(shifted_exp<A, T, Split>) with the form that is exact for this m.
+template <class A, class T, class F>
+SMAX_INLINE void with_shifted_exp(T m, F&& f) {
+  if (use_split(m))
+    f(shifted_exp<A, T, true>(m));
+  else
+    f(shifted_exp<A, T, false>(m));
+}
+
+template <class A, class T>
+void softmax_three_pass(const T* x, T* y, std::size_t n, bool reload) noexcept {
+  const T m = reduce_max<A>(x, n);
+  if (!is_finite(m)) return softmax_nonfinite(x, y, n, false);
+  with_shifted_exp<A>(m, [&](auto ex) {
+    using B = xsimd::batch<T, A>;
+    const double s = sum_map<A>(x, reload ? y : static_cast<T*>(nullptr), n, ex);
+    if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
+    const B inv(static_cast<T>(1.0 / s));
+    if (reload)
+      map<A>(y, y, n, [&](B e) { return e * inv; });
+    else
+      map<A>(x, y, n, [&](B v) { return ex(v) * inv; });
+  });
+}
+
+// The single-pass reductions (online, two_pass) below clamp x at -limit and
+// accept the result only when the max lies in [-limit/2, limit]: then every
+// term they flush (below the lane reference by more than the normal range) is
+// below the max by as much, and negligible. Anything else goes to three-pass.
+template <class T>
+struct single_pass_limits {
+  static constexpr T limit = exp_constants<T>::split_limit;
+  static SMAX_INLINE bool accepts(T vmax, double s) noexcept {
+    return vmax >= -limit / 2 && vmax <= limit && s > 0 && s < std::numeric_limits<double>::infinity();
+  }
+};
+
+// p * 2^k for integer-valued k <= 127 (float) / 1023 (double), p finite;
+// k below the normal range gives 0 (subnormal on AVX-512).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> ldexp_small(xsimd::batch<T, A> p, xsimd::batch<T, A> k) noexcept {
+  using B = xsimd::batch<T, A>;
+  using C = exp_constants<T>;
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_maskz_scalef_ps(__mmask16(0xFFFF), p, k);
+    else
+      return _mm512_maskz_scalef_pd(__mmask8(0xFF), p, k);
+  }
+#endif
+  // k clamped to min_k - 1 makes the exponent field 0: 2^k reads as +0.
+  return scale_pow2<A, T>(p, xsimd::max(k, B(C::min_k - 1)));
+}
+
+// Online softmax (Milakov & Gimelshein 2018): one pass keeps, per lane, a
+// reference r (a running max) and the sum of e^(x - r). The reference moves
+// only when a chunk's max exceeds it by more than `slack` (e^16 leaves ample
+// float range for the sum), so a rescale always shrinks the old partial sum
+// by at least e^-16 and the rescale roundings cannot accumulate with n, even
+// for sorted input.
+template <class A, class T>
+void softmax_online(const T* x, T* y, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  using L = single_pass_limits<T>;
+  using E = shifted_exp<A, T, true>;
+  using C = exp_constants<T>;
+  constexpr std::size_t W = B::size;
+  constexpr T slack = T(16);
+  const B floor(-L::limit);
+  const auto make_exp = [](B r) {
+    const B kr = round_to_int<A, T>(r * B(C::log2e));
+    return E(r, kr, cody_waite<A, T>(r, kr));
+  };
+
+  B ref(-L::limit / 2);
+  E ex = make_exp(ref);
+  B vmax(-L::limit);
+  B a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+  compensated<A, T> total;
+  // max(floor, x) keeps a NaN x on every ISA (x86 max returns its second
+  // operand when either is NaN; NEON propagates NaN).
+  const auto chunk = [&](B v0, B v1, B v2, B v3) {
+    v0 = xsimd::max(floor, v0);
+    v1 = xsimd::max(floor, v1);
+    v2 = xsimd::max(floor, v2);
+    v3 = xsimd::max(floor, v3);
+    const B cm = xsimd::max(xsimd::max(v0, v1), xsimd::max(v2, v3));
+    vmax = xsimd::max(vmax, cm);
+    const auto moved = cm > ref + B(slack);
+    if (xsimd::any(moved)) {
+      const B nref = xsimd::select(moved, cm, ref);
+      const E nex = make_exp(nref);
+      const B f = nex(ref);  // e^(ref - nref), exactly 1 where unchanged
+      a0 *= f;
+      a1 *= f;
+      a2 *= f;
+      a3 *= f;
+      total.scale(f);
+      ref = nref;
+      ex = nex;
+    }
+    a0 += ex(v0);
+    a1 += ex(v1);
+    a2 += ex(v2);
+    a3 += ex(v3);
+  };
+
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  std::size_t i = 0, chunks = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
+          B::load_unaligned(x + i + 3 * W));
+    if (++chunks == loop_shape<A>::block_chunks) {
+      total.add((a0 + a1) + (a2 + a3));
+      a0 = a1 = a2 = a3 = B(T(0));
+      chunks = 0;
+    }
+  }
+  if (i < n) {
+    // -inf padding clamps to -limit: a zero term.
+    const std::size_t r = n - i;
+    const auto part = [&](std::size_t k) {
+      return load_partial<A>(x + i + k * W, r > k * W ? (r - k * W < W ? r - k * W : W) : 0, ninf);
+    };
+    chunk(part(0), part(1), part(2), part(3));
+  }
+  total.add((a0 + a1) + (a2 + a3));
+
+  const T R = hmax<A>(ref);
+  const T vm = hmax<A>(vmax);
+  const E rex = make_exp(B(R));
+  const double s = hsum<A>(total.value() * rex(ref));
+  if (!L::accepts(vm, s) || !(R == R)) return softmax_three_pass<A>(x, y, n, false);
+  const B inv(static_cast<T>(1.0 / s));
+  map<A>(x, y, n, [&](B v) { return rex(v) * inv; });
+}
+
+// Two-pass softmax (Dukhan & Ablavatski 2020): pass 1 sums e^x kept as
+// (p, 2^K) pairs, with no max pass; pass 2 writes. Each lane holds a
+// power-of-two reference 2^E and the sum of p * 2^(K - E); moving E rescales
+// by a power of two, which is exact. E moves only when a chunk's K exceeds it
+// by more than 16, so terms stay below 2^17.
+template <class A, class T>
+void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  using L = single_pass_limits<T>;
+  using C = exp_constants<T>;
+  constexpr std::size_t W = B::size;
+  constexpr T slack = T(16);
+  const B floor(-L::limit);
+
+  B E = round_to_int<A, T>(B(-L::limit / 2 * C::log2e));
+  B vmax(-L::limit);
+  B a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+  compensated<A, T> total;
+  const auto chunk = [&](B v0, B v1, B v2, B v3) {
+    v0 = xsimd::max(floor, v0);  // keeps NaN (see softmax_online)
+    v1 = xsimd::max(floor, v1);
+    v2 = xsimd::max(floor, v2);
+    v3 = xsimd::max(floor, v3);
+    vmax = xsimd::max(vmax, xsimd::max(xsimd::max(v0, v1), xsimd::max(v2, v3)));
+    B p0, p1, p2, p3, k0, k1, k2, k3;
+    extexp<A, T>(v0, p0, k0);
+    extexp<A, T>(v1, p1, k1);
+    extexp<A, T>(v2, p2, k2);
+    extexp<A, T>(v3, p3, k3);
+    const B km = xsimd::max(xsimd::max(k0, k1), xsimd::max(k2, k3));
+    const auto moved = km > E + B(slack);
+    if (xsimd::any(moved)) {
+      const B nE = xsimd::select(moved, km, E);
+      const B f = ldexp_small<A, T>(B(T(1)), E - nE);
+      a0 *= f;
+      a1 *= f;
+      a2 *= f;
+      a3 *= f;
+      total.scale(f);
+      E = nE;
+    }
+    a0 += ldexp_small<A, T>(p0, k0 - E);
+    a1 += ldexp_small<A, T>(p1, k1 - E);
+    a2 += ldexp_small<A, T>(p2, k2 - E);
+    a3 += ldexp_small<A, T>(p3, k3 - E);
+  };
+
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  std::size_t i = 0, chunks = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
+          B::load_unaligned(x + i + 3 * W));
+    if (++chunks == loop_shape<A>::block_chunks) {
+      total.add((a0 + a1) + (a2 + a3));
+      a0 = a1 = a2 = a3 = B(T(0));
+      chunks = 0;
+    }
+  }
+  if (i < n) {
+    const std::size_t r = n - i;
+    const auto part = [&](std::size_t k) {
+      return load_partial<A>(x + i + k * W, r > k * W ? (r - k * W < W ? r - k * W : W) : 0, ninf);
+    };
+    chunk(part(0), part(1), part(2), part(3));
+  }
+  total.add((a0 + a1) + (a2 + a3));
+
+  const T Emax = hmax<A>(E);
+  const T vm = hmax<A>(vmax);
+  const double s = hsum<A>(ldexp_small<A, T>(total.value(), E - B(Emax)));
+  if (!L::accepts(vm, s)) return softmax_three_pass<A>(x, y, n, false);
+  const B inv(static_cast<T>(1.0 / s));
+  const B Eb(Emax);
+  map<A>(x, y, n, [&](B v) {
+    B p, k;
+    extexp<A, T>(xsimd::max(floor, v), p, k);
+    return ldexp_small<A, T>(p, k - Eb) * inv;
+  });
+}
+
+// Below this many bytes of input, `automatic` keeps the data in L2 and uses
+// three-pass reload; above it, two-pass (two reads instead of three).
+constexpr std::size_t automatic_two_pass_bytes = std::size_t(256) << 10;
+
+template <class A, class T>
+void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
+  if (n == 0) return;
+  switch (a) {
+    case algorithm::three_pass_recompute:
+      return softmax_three_pass<A>(x, y, n, false);
+    case algorithm::three_pass_reload:
+      return softmax_three_pass<A>(x, y, n, true);
+    case algorithm::two_pass:
+      return softmax_two_pass<A>(x, y, n);
+    case algorithm::online:
+      return softmax_online<A>(x, y, n);
+    case algorithm::automatic:
+    default:
+      if (n * sizeof(T) <= automatic_two_pass_bytes) return softmax_three_pass<A>(x, y, n, true);
+      return softmax_two_pass<A>(x, y, n);
+  }
+}
+
+// log_softmax: y = (x - m) - log(sum e^(x - m)); the log of the sum is taken
+// in double.
+template <class A, class T>
+void log_softmax(const T* x, T* y, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const T m = reduce_max<A>(x, n);
+  if (!is_finite(m)) return softmax_nonfinite(x, y, n, true);
+  double s = 0;
+  with_shifted_exp<A>(m, [&](auto ex) { s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex); });
+  if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
+  const B mb(m), lse(static_cast<T>(std::log(s)));
+  map<A>(x, y, n, [&](B v) { return (v - mb) - lse; });
+}
+
+}  // namespace detail
+}  // namespace smax

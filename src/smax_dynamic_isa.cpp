@@ -1,0 +1,47 @@
+// One ISA's instantiation of every kernel in the dispatch list. The CMake
+// helper smax_add_dynamic_dispatch() compiles this file once per ISA, with
+// SMAX_DYNAMIC_ISA=<name> and that ISA's -m flags; nothing here may run
+// before the dispatcher has checked the CPU.
+#include <smax/dispatch.hpp>
+#include <smax/smax.hpp>
+
+#ifndef SMAX_DYNAMIC_ISA
+#error "compile with -DSMAX_DYNAMIC_ISA=<isa> (see cmake/smaxDispatch.cmake)"
+#endif
+
+namespace smax {
+namespace detail {
+namespace {
+
+template <class Arch, class T>
+kernel_table<T> make_table() noexcept {
+  kernel_table<T> t{};
+#define SMAX_TABLE_ENTRY(name, params, args) \
+  t.name = +[] params { return smax::name(Arch{}, SMAX_EXPAND args); };
+  SMAX_FUNCTIONS(T, SMAX_TABLE_ENTRY)
+#undef SMAX_TABLE_ENTRY
+  return t;
+}
+
+}  // namespace
+
+#define SMAX_SELECT(isa, arch, check)                                     \
+  namespace isa_##isa {                                                   \
+  using selected = arch;                                                  \
+  constexpr const char* name = #isa;                                      \
+  }
+SMAX_ISAS(SMAX_SELECT)
+#undef SMAX_SELECT
+
+#define SMAX_CAT2(a, b) a##b
+#define SMAX_CAT(a, b) SMAX_CAT2(a, b)
+namespace current_isa = SMAX_CAT(isa_, SMAX_DYNAMIC_ISA);
+
+const isa_tables& SMAX_CAT(tables_, SMAX_DYNAMIC_ISA)() noexcept {
+  using Arch = current_isa::selected;
+  static const isa_tables t{current_isa::name, make_table<Arch, float>(), make_table<Arch, double>()};
+  return t;
+}
+
+}  // namespace detail
+}  // namespace smax
