@@ -12,7 +12,9 @@
 // X(name, parameter list, argument list) for element type T.
 #define SMAX_FUNCTIONS(T, X)                                                  \
   X(softmax, (const T* x, T* y, std::size_t n, algorithm a), (x, y, n, a))   \
-  X(log_softmax, (const T* x, T* y, std::size_t n), (x, y, n))
+  X(log_softmax, (const T* x, T* y, std::size_t n), (x, y, n))             \
+  X(softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
+  X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n))
 
 // X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)

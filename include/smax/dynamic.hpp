@@ -31,5 +31,10 @@ void softmax(const double* x, double* y, std::size_t n, algorithm a = algorithm:
 void log_softmax(const float* x, float* y, std::size_t n);
 void log_softmax(const double* x, double* y, std::size_t n);
 
+void softmax_backward(const float* y, const float* dy, float* dx, std::size_t n);
+void softmax_backward(const double* y, const double* dy, double* dx, std::size_t n);
+void log_softmax_backward(const float* y, const float* dy, float* dx, std::size_t n);
+void log_softmax_backward(const double* y, const double* dy, double* dx, std::size_t n);
+
 }  // namespace dynamic
 }  // namespace smax

@@ -24,6 +24,7 @@
 
 #include <stdexcept>
 
+#include "backward.hpp"
 #include "config.hpp"
 #include "softmax.hpp"
 
@@ -64,5 +65,30 @@ void log_softmax(const T* x, T* y, std::size_t n) {
 // (stablemax, log_stablemax, softpick, ssmax, gumbel_noise, gumbel_softmax)
 
 // ------------------------------------------------------------------ backward --
+// Vector-Jacobian products: given the forward output y and the upstream
+// gradient dy, write dx = J^T dy. dx may alias y or dy. They read y only, so
+// special values propagate through the arithmetic (a NaN in y or dy makes
+// dx NaN; entries with y = 0 get dx = 0 from softmax_backward).
+
+// dx_i = y_i (dy_i - sum_j y_j dy_j), y = softmax(x).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax_backward(A, const T* y, const T* dy, T* dx, std::size_t n) {
+  detail::softmax_backward<A>(y, dy, dx, n);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) {
+  softmax_backward(xsimd::default_arch{}, y, dy, dx, n);
+}
+
+// dx_i = dy_i - e^(y_i) sum_j dy_j, y = log_softmax(x) (y = -inf entries
+// get dx_i = dy_i).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void log_softmax_backward(A, const T* y, const T* dy, T* dx, std::size_t n) {
+  detail::log_softmax_backward<A>(y, dy, dx, n);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) {
+  log_softmax_backward(xsimd::default_arch{}, y, dy, dx, n);
+}
 
 }  // namespace smax

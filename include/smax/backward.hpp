@@ -1,0 +1,85 @@
+// smax — vector-Jacobian products of softmax and log_softmax.
+//
+// Both are a dot-product pass and an elementwise pass over the forward output
+// (never the input), so they need no max and no special-value logic of their
+// own: a NaN in y or dy reaches dx through the arithmetic. The dot product is
+// accumulated like every smax sum (per-lane blocks, compensated), so its
+// error does not grow with n.
+#pragma once
+
+#include "exp.hpp"
+#include "reduce.hpp"
+
+namespace smax {
+namespace detail {
+
+// Sum over i of f(a[i], b[i]) in double, error independent of n.
+template <class A, class T, class F>
+double sum_map2(const T* a, const T* b, std::size_t n, F&& f) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  constexpr std::size_t block = 4 * W * loop_shape<A>::block_chunks;
+  compensated<A, T> total;
+  std::size_t i = 0;
+  while (i + 4 * W <= n) {
+    B s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
+    const std::size_t end = (n - i >= block) ? i + block : i + ((n - i) / (4 * W)) * (4 * W);
+    for (; i < end; i += 4 * W) {
+      s0 += f(B::load_unaligned(a + i), B::load_unaligned(b + i));
+      s1 += f(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W));
+      s2 += f(B::load_unaligned(a + i + 2 * W), B::load_unaligned(b + i + 2 * W));
+      s3 += f(B::load_unaligned(a + i + 3 * W), B::load_unaligned(b + i + 3 * W));
+    }
+    total.add((s0 + s1) + (s2 + s3));
+  }
+  B rest(T(0));
+  for (; i + W <= n; i += W) rest += f(B::load_unaligned(a + i), B::load_unaligned(b + i));
+  if (i < n) {
+    // Zero padding: f(0, 0) is 0 for the products and sums used here, and the
+    // lanes are masked anyway.
+    const B v = f(load_partial<A>(a + i, n - i, T(0)), load_partial<A>(b + i, n - i, T(0)));
+    rest += xsimd::select(lane_index<A, T>() < B(static_cast<T>(n - i)), v, B(T(0)));
+  }
+  total.add(rest);
+  return hsum<A>(total.value());
+}
+
+// out[i] = f(a[i], b[i]); out may alias a or b.
+template <class A, class T, class F>
+void map2(const T* a, const T* b, T* out, std::size_t n, F&& f) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  std::size_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const B r0 = f(B::load_unaligned(a + i), B::load_unaligned(b + i));
+    const B r1 = f(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W));
+    r0.store_unaligned(out + i);
+    r1.store_unaligned(out + i + W);
+  }
+  for (; i + W <= n; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(out + i);
+  if (i < n)
+    store_partial<A>(out + i, n - i, f(load_partial<A>(a + i, n - i, T(0)), load_partial<A>(b + i, n - i, T(0))));
+}
+
+// dx_i = y_i * (dy_i - sum_j y_j dy_j)
+template <class A, class T>
+void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const B dot(static_cast<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; })));
+  map2<A>(y, dy, dx, n, [&](B a, B b) { return a * (b - dot); });
+}
+
+// y is the log_softmax output: dx_i = dy_i - e^(y_i) * sum_j dy_j
+template <class A, class T>
+void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const B total(static_cast<T>(sum_map2<A>(y, dy, n, [](B, B b) { return b; })));
+  // e^y for y <= 0 (y = -inf gives 0).
+  const shifted_exp<A, T, false> ex(T(0));
+  map2<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fnma(ex(a), total, b); });
+}
+
+}  // namespace detail
+}  // namespace smax
