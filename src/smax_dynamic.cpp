@@ -87,5 +87,15 @@ SMAX_FUNCTIONS(double, SMAX_FORWARD)
 #undef FIELD
 #undef SMAX_FORWARD
 
+#define SMAX_FORWARD_BATCHED(name, params, args) \
+  void name params { detail::current().FIELD.batched_##name args; }
+#define FIELD f32
+SMAX_BATCHED_FUNCTIONS(float, SMAX_FORWARD_BATCHED)
+#undef FIELD
+#define FIELD f64
+SMAX_BATCHED_FUNCTIONS(double, SMAX_FORWARD_BATCHED)
+#undef FIELD
+#undef SMAX_FORWARD_BATCHED
+
 }  // namespace dynamic
 }  // namespace smax

@@ -20,6 +20,10 @@ kernel_table<T> make_table() noexcept {
   t.name = +[] params { return smax::name(Arch{}, SMAX_EXPAND args); };
   SMAX_FUNCTIONS(T, SMAX_TABLE_ENTRY)
 #undef SMAX_TABLE_ENTRY
+#define SMAX_BATCHED_ENTRY(name, params, args) \
+  t.batched_##name = +[] params { return smax::name(Arch{}, SMAX_EXPAND args); };
+  SMAX_BATCHED_FUNCTIONS(T, SMAX_BATCHED_ENTRY)
+#undef SMAX_BATCHED_ENTRY
   return t;
 }
 

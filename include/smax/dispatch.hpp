@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "config.hpp"
+#include "batched.hpp"
 
 // X(name, parameter list, argument list) for element type T.
 #define SMAX_FUNCTIONS(T, X)                                                  \
@@ -15,6 +16,12 @@
   X(log_softmax, (const T* x, T* y, std::size_t n), (x, y, n))             \
   X(softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
   X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n))
+
+// The batched (matrix) overloads: same names as above, so the table stores
+// them as batched_<name>.
+#define SMAX_BATCHED_FUNCTIONS(T, X)                                                        \
+  X(softmax, (matrix_view<const T> x, matrix_view<T> y, algorithm a, executor* ex), (x, y, a, ex)) \
+  X(log_softmax, (matrix_view<const T> x, matrix_view<T> y, executor* ex), (x, y, ex))
 
 // X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -38,6 +45,9 @@ struct kernel_table {
 #define SMAX_TABLE_FIELD(name, params, args) void(*name) params;
   SMAX_FUNCTIONS(T, SMAX_TABLE_FIELD)
 #undef SMAX_TABLE_FIELD
+#define SMAX_BATCHED_FIELD(name, params, args) void(*batched_##name) params;
+  SMAX_BATCHED_FUNCTIONS(T, SMAX_BATCHED_FIELD)
+#undef SMAX_BATCHED_FIELD
 };
 
 struct isa_tables {

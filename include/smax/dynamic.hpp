@@ -12,6 +12,7 @@
 
 #include <cstddef>
 
+#include "batched.hpp"
 #include "config.hpp"
 
 namespace smax {
@@ -35,6 +36,14 @@ void softmax_backward(const float* y, const float* dy, float* dx, std::size_t n)
 void softmax_backward(const double* y, const double* dy, double* dx, std::size_t n);
 void log_softmax_backward(const float* y, const float* dy, float* dx, std::size_t n);
 void log_softmax_backward(const double* y, const double* dy, double* dx, std::size_t n);
+
+// Batched rows (see smax.hpp "batched"); ex = nullptr runs on this thread.
+void softmax(matrix_view<const float> x, matrix_view<float> y, algorithm a = algorithm::automatic,
+             executor* ex = nullptr);
+void softmax(matrix_view<const double> x, matrix_view<double> y, algorithm a = algorithm::automatic,
+             executor* ex = nullptr);
+void log_softmax(matrix_view<const float> x, matrix_view<float> y, executor* ex = nullptr);
+void log_softmax(matrix_view<const double> x, matrix_view<double> y, executor* ex = nullptr);
 
 }  // namespace dynamic
 }  // namespace smax

@@ -25,6 +25,7 @@
 #include <stdexcept>
 
 #include "backward.hpp"
+#include "batched.hpp"
 #include "config.hpp"
 #include "softmax.hpp"
 
@@ -89,6 +90,37 @@ void log_softmax_backward(A, const T* y, const T* dy, T* dx, std::size_t n) {
 template <class T, class = detail::enable_if_real_t<T>>
 void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) {
   log_softmax_backward(xsimd::default_arch{}, y, dy, dx, n);
+}
+
+// ------------------------------------------------------------------- batched --
+// Every row of a rows x cols matrix (row r at data + r * stride), optionally
+// on an executor (parallel.hpp: smax::thread_pool, or your own parallel-for).
+// x and y may be the same matrix. Bitwise identical output for any executor
+// and thread count. With algorithm::automatic a row of >= 2^18 elements is
+// split into fixed blocks that run in parallel too (so one long row uses every
+// core); an explicit algorithm runs each row whole. Throws
+// std::invalid_argument for stride < cols or mismatched shapes.
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+             algorithm a = algorithm::automatic, executor* ex = nullptr) {
+  detail::check_shapes("smax::softmax", x, y);
+  detail::softmax_rows<A, T>(x, y, a, ex, false);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, algorithm a = algorithm::automatic,
+             executor* ex = nullptr) {
+  softmax(xsimd::default_arch{}, x, y, a, ex);
+}
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void log_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, executor* ex = nullptr) {
+  detail::check_shapes("smax::log_softmax", x, y);
+  detail::softmax_rows<A, T>(x, y, algorithm::automatic, ex, true);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, executor* ex = nullptr) {
+  log_softmax(xsimd::default_arch{}, x, y, ex);
 }
 
 }  // namespace smax

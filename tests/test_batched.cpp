@@ -1,0 +1,175 @@
+// Batched rows and multi-core execution: per-row equality with the vector
+// API, strides, in place, determinism across thread counts, long rows split
+// into blocks, and shape errors.
+#include <cstring>
+
+#include <smax/parallel.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+template <class T>
+bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("batched rows equal the vector API row by row, with strides", "[batched]") {
+  smax::thread_pool pool(3);
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (std::size_t cols : {1, 7, 33, 1000}) {
+      const std::size_t rows = 37, ldx = cols + 3, ldy = cols + 5;
+      const auto x = smax_test::normal<float>(rows * ldx, 4.0, cols);
+      std::vector<float> y(rows * ldy, -7.0f), ly(rows * ldy, -7.0f);
+      smax::dynamic::softmax(smax::matrix_view<const float>(x.data(), rows, cols, ldx),
+                             smax::matrix_view<float>(y.data(), rows, cols, ldy), smax::algorithm::automatic, &pool);
+      smax::dynamic::log_softmax(smax::matrix_view<const float>(x.data(), rows, cols, ldx),
+                                 smax::matrix_view<float>(ly.data(), rows, cols, ldy), &pool);
+      std::vector<float> row(cols), lrow(cols);
+      for (std::size_t r = 0; r < rows; ++r) {
+        smax::dynamic::softmax(x.data() + r * ldx, row.data(), cols);
+        smax::dynamic::log_softmax(x.data() + r * ldx, lrow.data(), cols);
+        INFO("isa " << isa << " cols " << cols << " row " << r);
+        CHECK(std::memcmp(row.data(), y.data() + r * ldy, cols * sizeof(float)) == 0);
+        CHECK(std::memcmp(lrow.data(), ly.data() + r * ldy, cols * sizeof(float)) == 0);
+        // The padding between rows is untouched.
+        for (std::size_t c = cols; c < ldy; ++c) {
+          CHECK(y[r * ldy + c] == -7.0f);
+          CHECK(ly[r * ldy + c] == -7.0f);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("batched output is bitwise identical for 1, 2, 3 and 8 threads", "[batched]") {
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    // A batch of rows, and one row long enough to be split into blocks
+    // (split_cols = 2^18), with a length that leaves a partial last block.
+    const std::vector<std::pair<std::size_t, std::size_t>> shapes = {{64, 3000}, {1, (std::size_t(1) << 20) + 12345}};
+    for (const auto& shape : shapes) {
+      const std::size_t rows = shape.first, cols = shape.second;
+      const auto x = smax_test::normal<float>(rows * cols, 6.0, rows + cols);
+      std::vector<float> first, first_log;
+      for (std::size_t threads : {1, 2, 3, 8}) {
+        smax::thread_pool pool(threads);
+        std::vector<float> y(rows * cols), ly(rows * cols);
+        smax::dynamic::softmax(smax::matrix_view<const float>(x.data(), rows, cols),
+                               smax::matrix_view<float>(y.data(), rows, cols), smax::algorithm::automatic, &pool);
+        smax::dynamic::log_softmax(smax::matrix_view<const float>(x.data(), rows, cols),
+                                   smax::matrix_view<float>(ly.data(), rows, cols), &pool);
+        if (first.empty()) {
+          first = y;
+          first_log = ly;
+          // The first result is also right, not just repeatable.
+          std::vector<float> row0(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(cols));
+          std::vector<float> out0(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(cols));
+          CHECK(smax_test::max_rel_err(out0, smax_test::ref_softmax(row0)) < 1e-6);
+        }
+        INFO("isa " << isa << " rows " << rows << " cols " << cols << " threads " << threads);
+        CHECK(bitwise_equal(y, first));
+        CHECK(bitwise_equal(ly, first_log));
+      }
+      // Without an executor: the same bits again.
+      std::vector<float> y(rows * cols);
+      smax::dynamic::softmax(smax::matrix_view<const float>(x.data(), rows, cols),
+                             smax::matrix_view<float>(y.data(), rows, cols));
+      CHECK(bitwise_equal(y, first));
+    }
+  }
+}
+
+TEST_CASE("a long row split into blocks keeps the accuracy and special-value rules", "[batched]") {
+  smax::thread_pool pool(2);
+  const std::size_t n = (std::size_t(1) << 19) + 77;
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    INFO("isa " << isa);
+    // Accuracy in double and float, values spread so blocks have different maxima.
+    auto xd = smax_test::normal<double>(n, 8.0, 5);
+    xd[n - 3] = 60.0;  // the max sits in the last block
+    std::vector<double> yd(n);
+    smax::dynamic::softmax(smax::matrix_view<const double>(xd.data(), 1, n), smax::matrix_view<double>(yd.data(), 1, n),
+                           smax::algorithm::automatic, &pool);
+    CHECK(smax_test::max_rel_err(yd, smax_test::ref_softmax(xd)) < 1e-13);
+    auto xf = smax_test::normal<float>(n, 8.0, 6);
+    std::vector<float> yf(n), lf(n);
+    smax::dynamic::softmax(smax::matrix_view<const float>(xf.data(), 1, n), smax::matrix_view<float>(yf.data(), 1, n),
+                           smax::algorithm::automatic, &pool);
+    CHECK(smax_test::max_rel_err(yf, smax_test::ref_softmax(xf)) < 1e-6);
+    smax::dynamic::log_softmax(smax::matrix_view<const float>(xf.data(), 1, n), smax::matrix_view<float>(lf.data(), 1, n),
+                               &pool);
+    double worst = 0;
+    const auto ref = smax_test::ref_softmax(xf);
+    for (std::size_t i = 0; i < n; ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(lf[i] - std::log(ref[i])) / std::max(1.0L, std::fabs(std::log(ref[i])))));
+    CHECK(worst < 1e-6);
+
+    // NaN in one block -> all NaN; +inf entries share; all -inf -> zeros.
+    auto bad = xf;
+    bad[n / 2] = std::numeric_limits<float>::quiet_NaN();
+    smax::dynamic::softmax(smax::matrix_view<const float>(bad.data(), 1, n), smax::matrix_view<float>(yf.data(), 1, n),
+                           smax::algorithm::automatic, &pool);
+    CHECK(std::all_of(yf.begin(), yf.end(), [](float v) { return std::isnan(v); }));
+    bad = xf;
+    bad[10] = bad[n - 10] = std::numeric_limits<float>::infinity();
+    smax::dynamic::softmax(smax::matrix_view<const float>(bad.data(), 1, n), smax::matrix_view<float>(yf.data(), 1, n),
+                           smax::algorithm::automatic, &pool);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += yf[i] != ((i == 10 || i == n - 10) ? 0.5f : 0.0f);
+    CHECK(wrong == 0);
+    std::vector<float> masked(n, -std::numeric_limits<float>::infinity());
+    smax::dynamic::softmax(smax::matrix_view<const float>(masked.data(), 1, n), smax::matrix_view<float>(yf.data(), 1, n),
+                           smax::algorithm::automatic, &pool);
+    CHECK(std::all_of(yf.begin(), yf.end(), [](float v) { return v == 0.0f; }));
+    // In place.
+    auto inplace = xf;
+    smax::dynamic::softmax(smax::matrix_view<const float>(inplace.data(), 1, n),
+                           smax::matrix_view<float>(inplace.data(), 1, n), smax::algorithm::automatic, &pool);
+    smax::dynamic::softmax(smax::matrix_view<const float>(xf.data(), 1, n), smax::matrix_view<float>(yf.data(), 1, n),
+                           smax::algorithm::automatic, &pool);
+    CHECK(bitwise_equal(inplace, yf));
+  }
+}
+
+TEST_CASE("batched shape errors throw std::invalid_argument", "[batched]") {
+  std::vector<float> x(100), y(100);
+  using MC = smax::matrix_view<const float>;
+  using M = smax::matrix_view<float>;
+  CHECK_THROWS_AS(smax::dynamic::softmax(MC(x.data(), 10, 10, 5), M(y.data(), 10, 10)), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::softmax(MC(x.data(), 10, 10), M(y.data(), 10, 10, 9)), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::softmax(MC(x.data(), 10, 10), M(y.data(), 9, 10)), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::log_softmax(MC(nullptr, 10, 10), M(y.data(), 10, 10)), std::invalid_argument);
+  // Empty matrices are fine, null or not.
+  CHECK_NOTHROW(smax::dynamic::softmax(MC(nullptr, 0, 10), M(nullptr, 0, 10)));
+  CHECK_NOTHROW(smax::dynamic::softmax(MC(nullptr, 10, 0), M(nullptr, 10, 0)));
+}
+
+TEST_CASE("executors: function_executor and a reused pool", "[batched]") {
+  std::size_t calls = 0;
+  smax::function_executor serial(
+      [&](std::size_t count, const std::function<void(std::size_t)>& task) {
+        for (std::size_t i = count; i-- > 0;) {  // reverse order: order must not matter
+          ++calls;
+          task(i);
+        }
+      },
+      4);
+  const std::size_t rows = 300, cols = 1000;
+  const auto x = smax_test::normal<float>(rows * cols, 3.0, 1);
+  std::vector<float> a(rows * cols), b(rows * cols);
+  smax::dynamic::softmax(smax::matrix_view<const float>(x.data(), rows, cols), smax::matrix_view<float>(a.data(), rows, cols),
+                         smax::algorithm::automatic, &serial);
+  CHECK(calls > 1);
+  smax::thread_pool pool(4);
+  for (int rep = 0; rep < 50; ++rep) {  // many jobs on one pool: no lost or stale tasks
+    std::fill(b.begin(), b.end(), 0.0f);
+    smax::dynamic::softmax(smax::matrix_view<const float>(x.data(), rows, cols),
+                           smax::matrix_view<float>(b.data(), rows, cols), smax::algorithm::automatic, &pool);
+    REQUIRE(bitwise_equal(a, b));
+  }
+}
