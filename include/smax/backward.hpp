@@ -61,13 +61,16 @@ void map2(const T* a, const T* b, T* out, std::size_t n, F&& f) noexcept {
     store_partial<A>(out + i, n - i, f(load_partial<A>(a + i, n - i, T(0)), load_partial<A>(b + i, n - i, T(0))));
 }
 
-// dx_i = y_i * (dy_i - sum_j y_j dy_j)
+// dx_i = y_i * (dy_i - sum_j y_j dy_j), evaluated as y_i dy_i - y_i dot:
+// both products are bounded by the scale |y_i| (|dy_i| + sum_j |y_j dy_j|)
+// of the result, so nothing overflows unless that scale does (dy_i - dot
+// alone can, e.g. dy_i = -DBL_MAX with a positive dot).
 template <class A, class T>
 void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const B dot(static_cast<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; })));
-  map2<A>(y, dy, dx, n, [&](B a, B b) { return a * (b - dot); });
+  map2<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fms(a, b, a * dot); });
 }
 
 // y is the log_softmax output: dx_i = dy_i - e^(y_i) * sum_j dy_j

@@ -99,7 +99,9 @@ SMAX_INLINE xsimd::batch<T, A> ldexp_small(xsimd::batch<T, A> p, xsimd::batch<T,
   }
 #endif
   // k clamped to min_k - 1 makes the exponent field 0: 2^k reads as +0.
-  return scale_pow2<A, T>(p, xsimd::max(k, B(C::min_k - 1)));
+  // max(c, k), not max(k, c): x86 max returns its second operand for NaN, and
+  // a NaN k must stay NaN (the select in scale_pow2 would turn it into 0).
+  return scale_pow2<A, T>(p, xsimd::max(B(C::min_k - 1), k));
 }
 
 // Online softmax (Milakov & Gimelshein 2018): one pass keeps, per lane, a
@@ -254,8 +256,12 @@ void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
 
   const T Emax = hmax<A>(E);
   const T vm = hmax<A>(vmax);
+  // A NaN partial sum must be seen before the rescale below: a lane whose E
+  // is far under Emax is flushed to 0 there, NaN or not.
+  const double raw = hsum<A>(total.value());
+  const bool nan_seen = !(raw == raw);
   const double s = hsum<A>(ldexp_small<A, T>(total.value(), E - B(Emax)));
-  if (!L::accepts(vm, s)) return softmax_three_pass<A>(x, y, n, false);
+  if (nan_seen || !L::accepts(vm, s)) return softmax_three_pass<A>(x, y, n, false);
   const B inv(static_cast<T>(1.0 / s));
   const B Eb(Emax);
   map<A>(x, y, n, [&](B v) {

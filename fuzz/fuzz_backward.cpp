@@ -1,0 +1,79 @@
+// libFuzzer target: softmax_backward and log_softmax_backward on arbitrary
+// (y, dy), float and double, every ISA, dx aliasing nothing, y or dy.
+// Checked against the same formula in long double where every input and the
+// reference are finite; always checked for writes outside [0, n).
+#include "common.hpp"
+
+namespace {
+
+template <class T>
+void run(smax_fuzz::stream& in) {
+  const int alias = in.byte() % 3;  // 0: separate dx, 1: dx = y, 2: dx = dy
+  const bool from_forward = in.byte() & 1;
+  const std::size_t offset = in.byte();
+  const std::size_t n = in.size(4096);
+  std::vector<T> y = in.values<T>(n);
+  const std::vector<T> dy = in.values<T>(n);
+  if (from_forward) {  // a genuine forward output half of the time
+    std::vector<T> x = y;
+    smax::dynamic::softmax(x.data(), y.data(), n);
+  }
+  for (int log = 0; log < 2; ++log) {
+    std::vector<T> yin = y;
+    if (log && from_forward) {  // log-probabilities of the same logits
+      for (auto& v : yin) v = std::log(v);
+    }
+    smax_fuzz::guarded<T> yb(n, offset), dyb(n, offset + 1), dxb(n, offset + 2);
+    yb.assign(yin);
+    dyb.assign(dy);
+    T* dx = alias == 1 ? yb.data() : alias == 2 ? dyb.data() : dxb.data();
+    if (log)
+      smax::dynamic::log_softmax_backward(yb.data(), dyb.data(), dx, n);
+    else
+      smax::dynamic::softmax_backward(yb.data(), dyb.data(), dx, n);
+    const char* fn = log ? "log_softmax_backward" : "softmax_backward";
+    yb.check_guards(fn);
+    dyb.check_guards(fn);
+    dxb.check_guards(fn);
+    const std::vector<T> got = alias == 1 ? yb.vec() : alias == 2 ? dyb.vec() : dxb.vec();
+
+    // Reference and the scale of the terms it subtracts (the error bound of
+    // a correctly rounded evaluation is a few ulp of that scale).
+    long double agg = 0, scale_sum = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      agg += log ? static_cast<long double>(dy[i]) : static_cast<long double>(yin[i]) * dy[i];
+      scale_sum += std::fabs(log ? static_cast<long double>(dy[i]) : static_cast<long double>(yin[i]) * dy[i]);
+    }
+    const long double big = std::numeric_limits<T>::max();
+    bool finite = std::isfinite(static_cast<double>(scale_sum)) && scale_sum < big / 4;
+    for (std::size_t i = 0; i < n && finite; ++i) finite = std::isfinite(yin[i]) && std::isfinite(dy[i]);
+    if (log)
+      for (std::size_t i = 0; i < n && finite; ++i) finite = yin[i] <= T(1);  // e^y in range
+    if (!finite) continue;
+    const long double eps = std::numeric_limits<T>::epsilon();
+    for (std::size_t i = 0; i < n; ++i) {
+      // Where the true result or the terms it subtracts leave T's range,
+      // inf (or an overflowed product) is a right answer: check only the
+      // representable cases.
+      const long double e = log ? std::exp(static_cast<long double>(yin[i])) : 0;
+      const long double ref = log ? dy[i] - e * agg : yin[i] * (dy[i] - agg);
+      const long double scale =
+          log ? std::fabs(static_cast<long double>(dy[i])) + e * scale_sum : std::fabs(static_cast<long double>(yin[i])) * (std::fabs(static_cast<long double>(dy[i])) + scale_sum);
+      if (!(scale < big / 4)) continue;
+      if (std::fabs(static_cast<long double>(got[i]) - ref) > 8 * eps * scale + std::numeric_limits<T>::min())
+        smax_fuzz::fail(std::string(fn) + ": error above a few ulp of the term scale at " + std::to_string(i));
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  smax_fuzz::stream in(data, size);
+  in.pick_isa();
+  if (in.byte() & 1)
+    run<double>(in);
+  else
+    run<float>(in);
+  return 0;
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds smax's libFuzzer targets (clang, ASan + UBSan) and runs each for a
+# bounded time over its committed seed corpus (fuzz/corpus/<target>/).
+#
+#   tools/run_fuzz.sh [seconds per target, default 20] [target ...]
+#
+# A finding stops the run with a non-zero exit and leaves the crashing input
+# in build-fuzz/artifacts/; turn it into a Catch2 regression test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-20}
+shift || true
+if ! command -v clang++ >/dev/null || ! command -v cmake >/dev/null || [ ! -d /usr/include/xsimd ]; then
+  apt-get update -qq && apt-get install -y -qq clang cmake libxsimd-dev >/dev/null
+fi
+build=build-fuzz
+cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" \
+  -DSMAX_BUILD_FUZZ=ON -DSMAX_BUILD_TESTS=OFF -DSMAX_BUILD_BENCH=OFF -DSMAX_BUILD_EXAMPLES=OFF -DSMAX_INSTALL=OFF >/dev/null
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+mkdir -p "$build/artifacts"
+status=0
+for t in "${targets[@]}"; do
+  work="$build/corpus/$t"
+  mkdir -p "$work"
+  seeds="fuzz/corpus/$t"
+  [ -d "$seeds" ] || seeds=""
+  echo "== $t: ${secs}s"
+  if "$build/fuzz/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+      -artifact_prefix="$build/artifacts/$t-" "$work" $seeds >"$build/$t.log" 2>&1; then
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/$t.log" | grep -o '[0-9]*$' || echo '?')
+    echo "   ok: $runs executions, no finding"
+  else
+    echo "   FINDING (log: $build/$t.log):"
+    tail -n 30 "$build/$t.log"
+    status=1
+  fi
+done
+exit $status
