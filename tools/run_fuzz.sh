@@ -13,7 +13,7 @@ shift || true
 if ! command -v clang++ >/dev/null || ! command -v cmake >/dev/null || [ ! -d /usr/include/xsimd ]; then
   apt-get update -qq && apt-get install -y -qq clang cmake libxsimd-dev >/dev/null
 fi
-build=build-fuzz
+build=build/fuzz
 cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" \
   -DSMAX_BUILD_FUZZ=ON -DSMAX_BUILD_TESTS=OFF -DSMAX_BUILD_BENCH=OFF -DSMAX_BUILD_EXAMPLES=OFF -DSMAX_INSTALL=OFF >/dev/null

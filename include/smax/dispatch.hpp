@@ -14,6 +14,19 @@
 #define SMAX_FUNCTIONS(T, X)                                                  \
   X(softmax, (const T* x, T* y, std::size_t n, algorithm a), (x, y, n, a))   \
   X(log_softmax, (const T* x, T* y, std::size_t n), (x, y, n))             \
+  X(stablemax, (const T* x, T* y, std::size_t n), (x, y, n))               \
+  X(log_stablemax, (const T* x, T* y, std::size_t n), (x, y, n))           \
+  X(softpick, (const T* x, T* y, std::size_t n, T eps), (x, y, n, eps))    \
+  X(ssmax, (const T* x, T* y, std::size_t n, T s, T b), (x, y, n, s, b))   \
+  X(gumbel_noise, (T* g, std::size_t n, std::uint64_t seed, std::uint64_t offset), (g, n, seed, offset)) \
+  X(gumbel_softmax, (const T* logits, T* y, std::size_t n, T tau, std::uint64_t seed, bool hard), (logits, y, n, tau, seed, hard)) \
+  X(stablemax_backward, (const T* x, const T* dy, T* dx, std::size_t n), (x, dy, dx, n)) \
+  X(softpick_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, T eps), (x, y, dy, dx, n, eps)) \
+  X(sparsemax, (const T* x, T* y, std::size_t n), (x, y, n))               \
+  X(entmax15, (const T* x, T* y, std::size_t n), (x, y, n))                \
+  X(entmax_bisect, (const T* x, T* y, std::size_t n, T alpha, int n_iter), (x, y, n, alpha, n_iter)) \
+  X(sparsemax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
+  X(entmax_backward, (const T* y, const T* dy, T* dx, std::size_t n, T alpha), (y, dy, dx, n, alpha)) \
   X(softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
   X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n))
 

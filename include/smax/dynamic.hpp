@@ -32,10 +32,43 @@ void softmax(const double* x, double* y, std::size_t n, algorithm a = algorithm:
 void log_softmax(const float* x, float* y, std::size_t n);
 void log_softmax(const double* x, double* y, std::size_t n);
 
+// Sparse family (see smax.hpp): entmax_bisect and entmax_backward throw
+// std::invalid_argument for a bad alpha or n_iter.
+void sparsemax(const float* x, float* y, std::size_t n);
+void sparsemax(const double* x, double* y, std::size_t n);
+void entmax15(const float* x, float* y, std::size_t n);
+void entmax15(const double* x, double* y, std::size_t n);
+void entmax_bisect(const float* x, float* y, std::size_t n, float alpha, int n_iter = 50);
+void entmax_bisect(const double* x, double* y, std::size_t n, double alpha, int n_iter = 50);
+void sparsemax_backward(const float* y, const float* dy, float* dx, std::size_t n);
+void sparsemax_backward(const double* y, const double* dy, double* dx, std::size_t n);
+void entmax_backward(const float* y, const float* dy, float* dx, std::size_t n, float alpha);
+void entmax_backward(const double* y, const double* dy, double* dx, std::size_t n, double alpha);
+
 void softmax_backward(const float* y, const float* dy, float* dx, std::size_t n);
 void softmax_backward(const double* y, const double* dy, double* dx, std::size_t n);
 void log_softmax_backward(const float* y, const float* dy, float* dx, std::size_t n);
 void log_softmax_backward(const double* y, const double* dy, double* dx, std::size_t n);
+
+// Other variants (see smax.hpp "other variants").
+void stablemax(const float* x, float* y, std::size_t n);
+void stablemax(const double* x, double* y, std::size_t n);
+void log_stablemax(const float* x, float* y, std::size_t n);
+void log_stablemax(const double* x, double* y, std::size_t n);
+void softpick(const float* x, float* y, std::size_t n, float eps = 1e-8f);
+void softpick(const double* x, double* y, std::size_t n, double eps = 1e-8);
+void ssmax(const float* x, float* y, std::size_t n, float s, float b = 0.0f);
+void ssmax(const double* x, double* y, std::size_t n, double s, double b = 0.0);
+void gumbel_noise(float* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0);
+void gumbel_noise(double* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0);
+void gumbel_softmax(const float* logits, float* y, std::size_t n, float tau, std::uint64_t seed, bool hard = false);
+void gumbel_softmax(const double* logits, double* y, std::size_t n, double tau, std::uint64_t seed,
+                    bool hard = false);
+void stablemax_backward(const float* x, const float* dy, float* dx, std::size_t n);
+void stablemax_backward(const double* x, const double* dy, double* dx, std::size_t n);
+void softpick_backward(const float* x, const float* y, const float* dy, float* dx, std::size_t n, float eps = 1e-8f);
+void softpick_backward(const double* x, const double* y, const double* dy, double* dx, std::size_t n,
+                       double eps = 1e-8);
 
 // Batched rows (see smax.hpp "batched"); ex = nullptr runs on this thread.
 void softmax(matrix_view<const float> x, matrix_view<float> y, algorithm a = algorithm::automatic,

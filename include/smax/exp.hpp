@@ -52,9 +52,18 @@ struct exp_constants<float> {
   static constexpr float ln2_hi = 0x1.63p-1f;
   static constexpr float ln2_mid = -0x1.bdp-13f;
   static constexpr float ln2_lo = -0x1.05c61p-29f;
+  // Where the ISA has a fused multiply-add, two parts suffice:
+  // fnma(K, ln2_f1, x) is exact (see cody_waite) and K * ln2_f2 only needs to
+  // be rounded once. ln2_f1 = ln2 rounded to float, ln2_f2 = ln2 - ln2_f1.
+  static constexpr float ln2_f1 = 0x1.62e430p-1f;
+  static constexpr float ln2_f2 = -0x1.05c610p-29f;
   // Round-to-integer by adding and subtracting 1.5 * 2^23: exact for
   // |v| < 2^22, and it leaves the integer in the low mantissa bits.
   static constexpr float round_magic = 0x1.8p+23f;
+  // round_magic + exponent_bias: v + bias_magic rounds v to an integer K and
+  // leaves K + 127 in the low mantissa bits, which shifted left by 23 are the
+  // bits of 2^K (pow2_biased) for K + 127 in [1, 254], +0 for K + 127 = 0.
+  static constexpr float bias_magic = 0x1.8000fep+23f;
   // |m| (or |x| for extexp) up to which the split reduction is exact:
   // |K| <= 4096 * log2e + 150 < 2^13.
   static constexpr float split_limit = 4096.0f;
@@ -77,7 +86,10 @@ struct exp_constants<double> {
   static constexpr double ln2_hi = 0x1.62e42ffp-1;
   static constexpr double ln2_mid = -0x1.718432a2p-35;
   static constexpr double ln2_lo = 0x1.3c7673007e5edp-69;
+  static constexpr double ln2_f1 = 0x1.62e42fefa39efp-1;
+  static constexpr double ln2_f2 = 0x1.abc9e3b39803fp-56;
   static constexpr double round_magic = 0x1.8p+52;
+  static constexpr double bias_magic = 0x1.80000000003ffp+52;
   // |K| <= 2^20 * log2e + 1100 < 2^21.
   static constexpr double split_limit = 1048576.0;
   static constexpr int degree = 11;
@@ -92,6 +104,56 @@ struct exp_constants<double> {
 template <class A>
 constexpr bool is_avx512_v = std::is_base_of<xsimd::avx512f, A>::value;
 
+// Whether A has a fused multiply-add that fma_/fnma_ below compile to (one
+// rounding). The two-part Cody-Waite reduction and the fused rounding need
+// it; SSE2 keeps the three-part split whose products are exact unfused.
+template <class A>
+constexpr bool has_fma_v = is_avx512_v<A> || std::is_base_of<xsimd::fma3<xsimd::avx2>, A>::value
+#if XSIMD_WITH_NEON64
+                           || std::is_base_of<xsimd::neon64, A>::value
+#endif
+    ;
+
+// a * b + c and c - a * b, fused where has_fma_v<A>. xsimd 8.1 has no
+// AVX-512 fma (its generic a * b + c fuses only if the compiler contracts
+// it, which clang does not across xsimd's operators): use the intrinsics.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> fma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_fmadd_ps(a, b, c);
+    else
+      return _mm512_fmadd_pd(a, b, c);
+  }
+#endif
+  return xsimd::fma(a, b, c);
+}
+
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> fnma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_fnmadd_ps(a, b, c);
+    else
+      return _mm512_fnmadd_pd(a, b, c);
+  }
+#endif
+#if XSIMD_WITH_NEON64
+  // xsimd 8.1's NEON fnma is the generic -a * b + c, fused only when the
+  // compiler happens to contract it (not at -O0, not in constant-folded
+  // code): cody_waite's exact step needs the fused vfms.
+  if constexpr (std::is_base_of<xsimd::neon64, A>::value) {
+    if constexpr (std::is_same<T, float>::value)
+      return vfmsq_f32(c, a, b);
+    else
+      return vfmsq_f64(c, a, b);
+  }
+#endif
+  return xsimd::fnma(a, b, c);
+}
+
 // round(v) for |v| < 2^22 (float) / 2^51 (double); larger |v| come back as an
 // integer-valued number near v, which every caller treats as "far out of
 // range" through its own limit check.
@@ -102,15 +164,60 @@ SMAX_INLINE xsimd::batch<T, A> round_to_int(xsimd::batch<T, A> v) noexcept {
   return (v + magic) - magic;
 }
 
-// x - K * ln2 with the three-part split; exact products, so the result is
-// within one rounding of the true remainder for |K| < 2^13 (float) / 2^21.
+// round(v * c): with FMA the product is rounded to an integer directly
+// (one fused op instead of a multiply and an add).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> round_mul(xsimd::batch<T, A> v, xsimd::batch<T, A> c) noexcept {
+  using C = exp_constants<T>;
+  using B = xsimd::batch<T, A>;
+  if constexpr (has_fma_v<A>)
+    return fma_<A, T>(v, c, B(C::round_magic)) - B(C::round_magic);
+  else
+    return round_to_int<A, T>(v * c);
+}
+
+// v * c + magic in one rounding where A has FMA: with magic = round_magic
+// (+ an integer offset) the result is round(v * c) + magic exactly.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> mul_add_magic(xsimd::batch<T, A> v, xsimd::batch<T, A> c,
+                                             xsimd::batch<T, A> magic) noexcept {
+  if constexpr (has_fma_v<A>)
+    return fma_<A, T>(v, c, magic);
+  else
+    return v * c + magic;
+}
+
+// 2^K from Kb = K + bias_magic (+ any offset folded into the magic), an
+// exact integer-valued T: the low mantissa bits K + bias moved into the
+// exponent field. Valid for K + bias in [1, 2 bias]; K + bias = 0 gives +0.
+// One shift, where scale_pow2 needs an add, a shift and another add.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> pow2_biased(xsimd::batch<T, A> Kb) noexcept {
+  using C = exp_constants<T>;
+  using BI = xsimd::batch<typename C::int_type, A>;
+  return xsimd::bitwise_cast<xsimd::batch<T, A>>(xsimd::bitwise_cast<BI>(Kb) << C::mantissa_bits);
+}
+
+// x - K * ln2, within one rounding of the true remainder, for integer-valued
+// |K| < 2^13 (float) / 2^21 (double) and x the argument K was rounded from.
+//  * without FMA, ln2 in three parts whose first two products with K are
+//    exact, so the unfused SSE2 path gets the same d;
+//  * with FMA, two parts: r = fnma(K, ln2_f1, x) is exact, because x and
+//    K * ln2_f1 are both multiples of 2^-24 (float; |x| >= 1/2, else |K| <= 1
+//    and the same holds with 2^-25) and |r| < 1/2 fits in 24 bits; the
+//    second product K * ln2_f2 is below 2^-16 and is rounded once.
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> cody_waite(xsimd::batch<T, A> x, xsimd::batch<T, A> K) noexcept {
   using C = exp_constants<T>;
   using B = xsimd::batch<T, A>;
-  B r = xsimd::fnma(K, B(C::ln2_hi), x);
-  r = xsimd::fnma(K, B(C::ln2_mid), r);
-  return xsimd::fnma(K, B(C::ln2_lo), r);
+  if constexpr (has_fma_v<A>) {
+    const B r = fnma_<A, T>(K, B(C::ln2_f1), x);
+    return fnma_<A, T>(K, B(C::ln2_f2), r);
+  } else {
+    B r = xsimd::fnma(K, B(C::ln2_hi), x);
+    r = xsimd::fnma(K, B(C::ln2_mid), r);
+    return xsimd::fnma(K, B(C::ln2_lo), r);
+  }
 }
 
 // e^d for |d| <= 0.36 as 1 + d + d^2 q(d), all in Horner form.
@@ -120,10 +227,33 @@ SMAX_INLINE xsimd::batch<T, A> exp_poly(xsimd::batch<T, A> d) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr int nc = C::degree - 1;  // c2 .. c_degree
   B p(C::c[nc - 1]);
-  for (int i = nc - 2; i >= 0; --i) p = xsimd::fma(p, d, B(C::c[i]));
-  p = xsimd::fma(p, d, B(T(1)));
-  return xsimd::fma(p, d, B(T(1)));
+  for (int i = nc - 2; i >= 0; --i) p = fma_<A, T>(p, d, B(C::c[i]));
+  p = fma_<A, T>(p, d, B(T(1)));
+  return fma_<A, T>(p, d, B(T(1)));
 }
+
+// s * e^d for |d| <= 0.36 with the scale folded into the coefficients (no
+// extra multiply per vector): the final normalizing pass of a softmax
+// computes e^(x - m) / sum this way. Every scaled coefficient is rounded
+// once, an error below 2^-24 of its term (the terms beyond 1 + d are under
+// 0.07), so the result is as accurate as s rounded times exp_poly(d).
+template <class A, class T>
+struct scaled_poly {
+  using B = xsimd::batch<T, A>;
+  using C = exp_constants<T>;
+  static constexpr int nc = C::degree - 1;
+  B c[nc];
+  B s;
+  explicit scaled_poly(T scale) noexcept : s(scale) {
+    for (int i = 0; i < nc; ++i) c[i] = B(static_cast<T>(static_cast<double>(C::c[i]) * scale));
+  }
+  SMAX_INLINE B operator()(B d) const noexcept {
+    B p = c[nc - 1];
+    for (int i = nc - 2; i >= 0; --i) p = fma_<A, T>(p, d, c[i]);
+    p = fma_<A, T>(p, d, s);
+    return fma_<A, T>(p, d, s);
+  }
+};
 
 // p * 2^k for integer-valued k <= 0 (bits of k + magic), result 0 where k is
 // below the normal range. NaN in p stays NaN.
@@ -157,27 +287,105 @@ template <class A, class T, bool Split>
 struct shifted_exp {
   using B = xsimd::batch<T, A>;
   using C = exp_constants<T>;
+  static constexpr bool split = Split;
   B m, km, rm;
 
   explicit shifted_exp(T m_scalar) noexcept : m(m_scalar), km(T(0)), rm(T(0)) {
     if (Split) {
       // m = km ln2 + rm exactly up to the rounding of rm.
-      km = round_to_int<A, T>(m * B(C::log2e));
+      km = round_mul<A, T>(m, B(C::log2e));
       rm = cody_waite<A, T>(m, km);
     }
   }
   // The online algorithm keeps a per-lane reference.
   shifted_exp(B m_vec, B km_vec, B rm_vec) noexcept : m(m_vec), km(km_vec), rm(rm_vec) {}
 
-  SMAX_INLINE B operator()(B x) const noexcept {
+  // e^(x - m) = e^d * 2^k, d in [-ln2/2, ln2/2] (slightly more where the
+  // rounding of x - m moves k by one: exp_poly covers |d| <= 0.36).
+  // kb = k + bias_magic, from which pow2_biased builds 2^k.
+  SMAX_INLINE void reduce(B x, B& d, B& k, B& kb) const noexcept {
     const B t = x - m;
-    const B k = round_to_int<A, T>(t * B(C::log2e));
-    B d;
+    kb = mul_add_magic<A, T>(t, B(C::log2e), B(C::bias_magic));
+    k = kb - B(C::bias_magic);
     if (Split)
       d = cody_waite<A, T>(x, k + km) - rm;
     else
       d = cody_waite<A, T>(t, k);
-    return scale_pow2<A, T>(exp_poly<A, T>(d), k);
+  }
+
+  // p * 2^k, 0 where k is below the normal range (subnormal with vscalefps),
+  // NaN where p is NaN.
+  static SMAX_INLINE B finish(B p, B k, B kb) noexcept {
+    if constexpr (is_avx512_v<A>) {
+      (void)kb;
+      return scale_pow2<A, T>(p, k);
+    } else {
+      (void)k;
+      return xsimd::select(kb < B(C::bias_magic + C::min_k), B(T(0)), p * pow2_biased<A, T>(kb));
+    }
+  }
+
+  SMAX_INLINE B operator()(B x) const noexcept {
+    B d, k, kb;
+    reduce(x, d, k, kb);
+    return finish(exp_poly<A, T>(d), k, kb);
+  }
+};
+
+// s * e^(x - m): shifted_exp with the scale folded into the polynomial, for
+// the pass that writes a normalized output (s = 1 / sum).
+template <class A, class T, bool Split>
+struct scaled_shifted_exp {
+  using B = xsimd::batch<T, A>;
+  using E = shifted_exp<A, T, Split>;
+  E ex;
+  scaled_poly<A, T> poly;
+  scaled_shifted_exp(const E& e, T scale) noexcept : ex(e), poly(scale) {}
+  SMAX_INLINE B operator()(B x) const noexcept {
+    B d, k, kb;
+    ex.reduce(x, d, k, kb);
+    return E::finish(poly(d), k, kb);
+  }
+};
+
+// s * e^x * 2^-E for x in [lo, (E + 17) ln2], with lo >= -split_limit and E
+// an integer: the one exp of smax's softmax kernels. x itself is range
+// reduced (d = x - K ln2, exact), so the error does not depend on how far x
+// lies below the reference, and the scale s is folded into the polynomial.
+//   two-pass, pass 2:    E = Emax, s = 1 / sum
+//   three-pass, m = max: E = round(m log2e), e^(x - m) = e^x 2^-E e^-(m - E ln2);
+//                        the last factor, in (0.7, 1.42), is applied to the
+//                        sum in double (it cancels in the normalized output)
+// x below lo (-inf included) is clamped to lo, which gives 0 wherever
+// lo < (E - 150) ln2 (x = NaN stays NaN). Results below the normal range
+// are 0 (subnormal with vscalefps).
+template <class A, class T>
+struct exp_ref {
+  using B = xsimd::batch<T, A>;
+  using C = exp_constants<T>;
+  B lo, E, magic;
+  scaled_poly<A, T> poly;
+  exp_ref(T lo_scalar, T E_scalar, T scale) noexcept
+      : lo(lo_scalar), E(E_scalar), magic(static_cast<T>(C::bias_magic - E_scalar)), poly(scale) {}
+
+  SMAX_INLINE B operator()(B x) const noexcept {
+    const B v = xsimd::max(lo, x);  // keeps NaN (x86 max returns its second operand)
+#if defined(__AVX512F__)
+    if constexpr (is_avx512_v<A>) {
+      // vscalefps: p * 2^(K - E), 0 below the subnormal range.
+      const B K = round_mul<A, T>(v, B(C::log2e));
+      const B p = poly(cody_waite<A, T>(v, K));
+      if constexpr (std::is_same<T, float>::value)
+        return _mm512_scalef_ps(p, K - E);
+      else
+        return _mm512_scalef_pd(p, K - E);
+    }
+#endif
+    // kb = K - E + bias_magic; 2^(K - E) from its bits, clamped at
+    // K - E = -bias where pow2_biased gives +0.
+    const B kb = mul_add_magic<A, T>(v, B(C::log2e), magic);
+    const B p = poly(cody_waite<A, T>(v, kb - magic));
+    return p * pow2_biased<A, T>(xsimd::max(kb, B(C::round_magic)));
   }
 };
 
@@ -188,13 +396,21 @@ SMAX_INLINE bool use_split(T m) noexcept {
   return m <= exp_constants<T>::split_limit && m >= -exp_constants<T>::split_limit;
 }
 
+// e^x = e^d * 2^K for |x| <= split_limit: d in [-ln2/2, ln2/2], K integer.
+template <class A, class T>
+SMAX_INLINE void extexp_reduce(xsimd::batch<T, A> x, xsimd::batch<T, A>& d, xsimd::batch<T, A>& K) noexcept {
+  using C = exp_constants<T>;
+  using B = xsimd::batch<T, A>;
+  K = round_mul<A, T>(x, B(C::log2e));
+  d = cody_waite<A, T>(x, K);
+}
+
 // e^x = p * 2^K for |x| <= split_limit.
 template <class A, class T>
 SMAX_INLINE void extexp(xsimd::batch<T, A> x, xsimd::batch<T, A>& p, xsimd::batch<T, A>& K) noexcept {
-  using C = exp_constants<T>;
-  using B = xsimd::batch<T, A>;
-  K = round_to_int<A, T>(x * B(C::log2e));
-  p = exp_poly<A, T>(cody_waite<A, T>(x, K));
+  xsimd::batch<T, A> d;
+  extexp_reduce<A, T>(x, d, K);
+  p = exp_poly<A, T>(d);
 }
 
 }  // namespace detail

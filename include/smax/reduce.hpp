@@ -16,18 +16,119 @@
 
 #include "config.hpp"
 
+// Inline every call in the function's body (the per-vector functor f of the
+// loop skeletons included): g++ otherwise keeps large lambdas out of line
+// and calls them once per vector with their batches spilled to memory.
+#if defined(__GNUC__) || defined(__clang__)
+#define SMAX_FLATTEN __attribute__((flatten))
+#else
+#define SMAX_FLATTEN
+#endif
+
 namespace smax {
 namespace detail {
 
-// Per-ISA loop shape. Memory-bound passes want a few independent
-// accumulators; 4 vectors per iteration hides FMA latency on every ISA here.
-template <class A>
+// Per-ISA loop shape: `unroll` vectors per iteration, each with its own
+// accumulator (independent add chains, and independent exp evaluations for
+// the out-of-order core to overlap); `block_chunks` iterations between
+// flushes of the inner accumulators into the compensated total (each inner
+// lane then adds at most block_chunks terms before a compensated add).
+// Measured with smax_bench (README, "Tuning"): on Zen 5 the exp-heavy passes
+// are bound by the FMA pipes, so more than 4 vectors in flight gains nothing
+// with 16 AVX-512 lanes, while 8- and 4-lane ISAs still hide more latency
+// with more independent vectors.
+template <class A, class = void>
 struct loop_shape {
   static constexpr std::size_t unroll = 4;
-  // Iterations between flushes of the inner accumulators: each inner lane
-  // then adds at most 16 terms before a compensated add.
   static constexpr std::size_t block_chunks = 16;
 };
+
+// Output arrays at least this large are written with non-temporal
+// (streaming) stores where the ISA has them (x86): an output this large is
+// not in cache when the caller reads it anyway, and streaming saves the
+// read-for-ownership of every line (a two-pass softmax then moves 3 units of
+// traffic per element instead of 4, the gain Skylake-X shows). 16 MiB, from
+// smax_bench's roofline/rw2_store vs roofline/rw2_stream on Zen 5: with a
+// 4 MiB output streaming is 20% slower (the output would still have been in
+// L3), at 16 MiB the two are even, beyond it they stay even there (Zen 5
+// hides the read-for-ownership) and streaming wins where the core cannot.
+constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
+
+template <class A>
+constexpr bool is_x86_avx512_v = std::is_base_of<xsimd::avx512f, A>::value;
+template <class A>
+constexpr bool is_x86_avx_v = std::is_base_of<xsimd::avx, A>::value;
+template <class A>
+constexpr bool is_x86_sse2_v = std::is_base_of<xsimd::sse2, A>::value;
+
+// Whether A has non-temporal vector stores that store_stream uses.
+template <class A>
+constexpr bool has_stream_v =
+#if defined(__AVX512F__)
+    is_x86_avx512_v<A> ||
+#endif
+#if defined(__AVX__)
+    is_x86_avx_v<A> ||
+#endif
+#if defined(__SSE2__)
+    is_x86_sse2_v<A> ||
+#endif
+    false;
+
+// Non-temporal store of a whole vector to p, aligned to the vector size.
+// (xsimd 8.1 has no streaming store: intrinsics per ISA.)
+template <class A, class T>
+SMAX_INLINE void store_stream(T* p, xsimd::batch<T, A> v) noexcept {
+  constexpr bool f32 = std::is_same<T, float>::value;
+#if defined(__AVX512F__)
+  if constexpr (is_x86_avx512_v<A>) {
+    if constexpr (f32)
+      _mm512_stream_ps(p, v);
+    else
+      _mm512_stream_pd(p, v);
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (is_x86_avx_v<A> && !is_x86_avx512_v<A>) {
+    if constexpr (f32)
+      _mm256_stream_ps(p, v);
+    else
+      _mm256_stream_pd(p, v);
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (is_x86_sse2_v<A> && !is_x86_avx_v<A> && !is_x86_avx512_v<A>) {
+    if constexpr (f32)
+      _mm_stream_ps(p, v);
+    else
+      _mm_stream_pd(p, v);
+    return;
+  }
+#endif
+  v.store_aligned(p);
+}
+
+// Orders the streaming stores before anything that follows (they are weakly
+// ordered); called once at the end of a streaming loop.
+template <class A>
+SMAX_INLINE void stream_fence() noexcept {
+#if defined(__SSE2__) || defined(__AVX__) || defined(__AVX512F__)
+  if constexpr (has_stream_v<A>) _mm_sfence();
+#endif
+}
+
+// Whether an output of n elements at y is written with streaming stores, and
+// how many leading elements to write normally before y is vector-aligned.
+template <class A, class T>
+SMAX_INLINE bool stream_output(const T* y, std::size_t n, std::size_t& head) noexcept {
+  constexpr std::size_t align = xsimd::batch<T, A>::size * sizeof(T);
+  const auto addr = reinterpret_cast<std::uintptr_t>(y);
+  if (!has_stream_v<A> || n * sizeof(T) < stream_min_bytes || addr % sizeof(T) != 0) return false;
+  head = ((align - addr % align) % align) / sizeof(T);
+  return true;
+}
 
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> lane_index() noexcept {
@@ -85,8 +186,17 @@ SMAX_INLINE double hsum(xsimd::batch<T, A> v) noexcept {
   return d[0];
 }
 
-// Per-lane Neumaier sum: total + carry holds the sum of everything added,
-// with an error independent of how many blocks were added.
+// The running total of a sum, per lane, fed with block sums (add), rescaled
+// by per-lane factors (scale, for the single-pass algorithms), read as
+// rounded lanes (value) or as one double (sum, dot).
+//
+// double: a per-lane Neumaier sum, total + carry.
+// float: each lane kept in double. A float Neumaier total is not enough for
+// n near 2^31: its carry, itself a float, accumulates one rounding per block
+// (about n / 1024 of them), and with a periodic input those roundings do not
+// cancel (4.7e-6 relative at n = 2^31 + 4099, tests/huge_n.cpp). In double,
+// 2^21 additions of relative error 2^-53 stay below 2^-32; the cost is a
+// widening add of W lanes per block (every 1024 elements on AVX-512).
 template <class A, class T>
 struct compensated {
   using B = xsimd::batch<T, A>;
@@ -104,6 +214,50 @@ struct compensated {
     carry *= f;
   }
   SMAX_INLINE B value() const noexcept { return total + carry; }
+  double sum() const noexcept { return hsum<A>(value()); }
+  // sum over lanes of value_i * f_i
+  double dot(B f) const noexcept { return hsum<A>(value() * f); }
+};
+
+template <class A>
+struct compensated<A, float> {
+  using B = xsimd::batch<float, A>;
+  static constexpr std::size_t W = B::size;
+  double lane[W];
+  compensated() noexcept {
+    for (std::size_t i = 0; i < W; ++i) lane[i] = 0;
+  }
+  SMAX_INLINE void add(B v) noexcept {
+    alignas(64) float b[W];
+    v.store_aligned(b);
+    for (std::size_t i = 0; i < W; ++i) lane[i] += static_cast<double>(b[i]);
+  }
+  SMAX_INLINE void scale(B f) noexcept {
+    alignas(64) float b[W];
+    f.store_aligned(b);
+    for (std::size_t i = 0; i < W; ++i) lane[i] *= static_cast<double>(b[i]);
+  }
+  SMAX_INLINE B value() const noexcept {
+    alignas(64) float b[W];
+    for (std::size_t i = 0; i < W; ++i) b[i] = static_cast<float>(lane[i]);
+    return B::load_aligned(b);
+  }
+  double sum() const noexcept {
+    double d[W];
+    for (std::size_t i = 0; i < W; ++i) d[i] = lane[i];
+    for (std::size_t w = W; w > 1; w /= 2)
+      for (std::size_t i = 0; i < w / 2; ++i) d[i] = d[2 * i] + d[2 * i + 1];
+    return d[0];
+  }
+  double dot(B f) const noexcept {
+    alignas(64) float b[W];
+    f.store_aligned(b);
+    double d[W];
+    for (std::size_t i = 0; i < W; ++i) d[i] = lane[i] * static_cast<double>(b[i]);
+    for (std::size_t w = W; w > 1; w /= 2)
+      for (std::size_t i = 0; i < w / 2; ++i) d[i] = d[2 * i] + d[2 * i + 1];
+    return d[0];
+  }
 };
 
 // Max over x[0..n-1] (NaN if the lanes saw one; -inf for n = 0).
@@ -127,43 +281,51 @@ T reduce_max(const T* x, std::size_t n) noexcept {
   return hmax<A>(xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3)));
 }
 
-// Sum over i of f(x[i]) (f: batch -> batch), in double; when `y` is not null
-// also stores f(x[i]) to y[i] (the reload variant). Tail lanes are masked out
-// of the sum, so f may return anything for the padding.
-template <class A, class T, class F>
-double sum_map(const T* x, T* y, std::size_t n, F&& f) noexcept {
+namespace sum_map_impl {
+
+// The body of sum_map on x[0..n-1]; Stream: y + i is vector-aligned at every
+// full vector (the caller peeled the head). Adds into total.
+template <class A, bool Stream, class T, class F>
+SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& total) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t U = loop_shape<A>::unroll;
   constexpr std::size_t block = U * W * loop_shape<A>::block_chunks;
-  static_assert(U == 4, "the unrolled body below is written for 4 accumulators");
-  compensated<A, T> total;
+  const auto put = [y](std::size_t i, B e) {
+    if (Stream)
+      store_stream<A>(y + i, e);
+    else
+      e.store_unaligned(y + i);
+  };
   std::size_t i = 0;
   while (i + U * W <= n) {
-    B a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+    B acc[U];
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) acc[u] = B(T(0));
     const std::size_t end = (n - i >= block) ? i + block : i + ((n - i) / (U * W)) * (U * W);
     for (; i < end; i += U * W) {
-      const B e0 = f(B::load_unaligned(x + i));
-      const B e1 = f(B::load_unaligned(x + i + W));
-      const B e2 = f(B::load_unaligned(x + i + 2 * W));
-      const B e3 = f(B::load_unaligned(x + i + 3 * W));
+      B e[U];
+#pragma GCC unroll 16
+      for (std::size_t u = 0; u < U; ++u) e[u] = f(B::load_unaligned(x + i + u * W));
       if (y) {
-        e0.store_unaligned(y + i);
-        e1.store_unaligned(y + i + W);
-        e2.store_unaligned(y + i + 2 * W);
-        e3.store_unaligned(y + i + 3 * W);
+#pragma GCC unroll 16
+        for (std::size_t u = 0; u < U; ++u) put(i + u * W, e[u]);
       }
-      a0 += e0;
-      a1 += e1;
-      a2 += e2;
-      a3 += e3;
+#pragma GCC unroll 16
+      for (std::size_t u = 0; u < U; ++u) acc[u] += e[u];
     }
-    total.add((a0 + a1) + (a2 + a3));
+    // Pairwise: the U accumulators are added as a balanced tree.
+#pragma GCC unroll 16
+    for (std::size_t w = U / 2; w >= 1; w /= 2) {
+#pragma GCC unroll 16
+      for (std::size_t u = 0; u < w; ++u) acc[u] = acc[u] + acc[u + w];
+    }
+    total.add(acc[0]);
   }
   B rest(T(0));
   for (; i + W <= n; i += W) {
     const B e = f(B::load_unaligned(x + i));
-    if (y) e.store_unaligned(y + i);
+    if (y) put(i, e);
     rest += e;
   }
   if (i < n) {
@@ -173,27 +335,74 @@ double sum_map(const T* x, T* y, std::size_t n, F&& f) noexcept {
     rest += xsimd::select(lane_index<A, T>() < B(static_cast<T>(r)), e, B(T(0)));
   }
   total.add(rest);
-  return hsum<A>(total.value());
 }
 
-// y[i] = f(x[i]); x == y allowed.
+}  // namespace sum_map_impl
+
+// Sum over i of f(x[i]) (f: batch -> batch), in double; when `y` is not null
+// also stores f(x[i]) to y[i] (the reload variant; streaming stores when the
+// output is large, see stream_min_bytes). Tail lanes are masked out of the
+// sum, so f may return anything for the padding.
 template <class A, class T, class F>
-void map(const T* x, T* y, std::size_t n, F&& f) noexcept {
+SMAX_FLATTEN double sum_map(const T* x, T* y, std::size_t n, F&& f) noexcept {
+  using B = xsimd::batch<T, A>;
+  static_assert((loop_shape<A>::unroll & (loop_shape<A>::unroll - 1)) == 0, "unroll must be a power of two");
+  compensated<A, T> total;
+  std::size_t head = 0;
+  if (y && stream_output<A>(y, n, head)) {
+    if (head) {
+      const B e = f(load_partial<A>(x, head, T(0)));
+      store_partial<A>(y, head, e);
+      total.add(xsimd::select(lane_index<A, T>() < B(static_cast<T>(head)), e, B(T(0))));
+    }
+    sum_map_impl::run<A, true>(x + head, y + head, n - head, f, total);
+    stream_fence<A>();
+  } else {
+    sum_map_impl::run<A, false>(x, y, n, f, total);
+  }
+  return total.sum();
+}
+
+namespace map_impl {
+
+template <class A, bool Stream, class T, class F>
+SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
+  constexpr std::size_t U = loop_shape<A>::unroll;
+  const auto put = [y](std::size_t i, B e) {
+    if (Stream)
+      store_stream<A>(y + i, e);
+    else
+      e.store_unaligned(y + i);
+  };
   std::size_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    const B v0 = B::load_unaligned(x + i);
-    const B v1 = B::load_unaligned(x + i + W);
-    const B v2 = B::load_unaligned(x + i + 2 * W);
-    const B v3 = B::load_unaligned(x + i + 3 * W);
-    f(v0).store_unaligned(y + i);
-    f(v1).store_unaligned(y + i + W);
-    f(v2).store_unaligned(y + i + 2 * W);
-    f(v3).store_unaligned(y + i + 3 * W);
+  for (; i + U * W <= n; i += U * W) {
+    // All loads first: y may be x (in place).
+    B v[U];
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) v[u] = B::load_unaligned(x + i + u * W);
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) put(i + u * W, f(v[u]));
   }
-  for (; i + W <= n; i += W) f(B::load_unaligned(x + i)).store_unaligned(y + i);
+  for (; i + W <= n; i += W) put(i, f(B::load_unaligned(x + i)));
   if (i < n) store_partial<A>(y + i, n - i, f(load_partial<A>(x + i, n - i, T(0))));
+}
+
+}  // namespace map_impl
+
+// y[i] = f(x[i]); x == y allowed. Large outputs are written with streaming
+// stores (see stream_min_bytes).
+template <class A, class T, class F>
+SMAX_FLATTEN void map(const T* x, T* y, std::size_t n, F&& f) noexcept {
+  std::size_t head = 0;
+  if (stream_output<A>(y, n, head)) {
+    if (head) store_partial<A>(y, head, f(load_partial<A>(x, head, T(0))));
+    map_impl::run<A, true>(x + head, y + head, n - head, f);
+    stream_fence<A>();
+  } else {
+    map_impl::run<A, false>(x, y, n, f);
+  }
 }
 
 template <class T>

@@ -27,7 +27,12 @@
 #include "backward.hpp"
 #include "batched.hpp"
 #include "config.hpp"
+#include "gumbel.hpp"
 #include "softmax.hpp"
+#include "softpick.hpp"
+#include "sparse.hpp"
+#include "ssmax.hpp"
+#include "stablemax.hpp"
 
 namespace smax {
 
@@ -60,10 +65,240 @@ void log_softmax(const T* x, T* y, std::size_t n) {
 }
 
 // ------------------------------------------------------------ sparse family --
-// (sparsemax, entmax15, entmax_bisect and their backward: sparse.hpp)
+// (kernels: sparse.hpp) Exact zeros outside the support, found in expected
+// linear time without sorting: a max pass, a pass collecting the entries
+// that can be in the support (x_i > m - 1/(alpha-1)), a solve on those only,
+// and the output pass. Special values as above: NaN -> all NaN; +inf entries
+// share the mass equally; -inf entries get 0; all -inf -> all 0; |x| up to
+// the largest finite T never overflows. May allocate a scratch buffer (one
+// double per candidate beyond 1024; std::bad_alloc if that fails).
+
+// Sparsemax (Martins & Astudillo 2016): the Euclidean projection of x onto
+// the probability simplex, y_i = max(x_i - tau, 0) with sum y = 1.
+// tau is solved exactly on its support (Michelot-style Newton steps from
+// below with a pivot safeguard, then the closed form in double).
+// Measured error (tests/test_sparse.cpp, long-double sort-based reference,
+// every ISA): float below 1e-7 relative per element; double within a few
+// ulp of y plus one ulp of tau (relative 1e-11 for outputs near 1e-8).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sparsemax(A, const T* x, T* y, std::size_t n) {
+  detail::sparse_forward<A, T, 1>(x, y, n);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void sparsemax(const T* x, T* y, std::size_t n) {
+  sparsemax(xsimd::default_arch{}, x, y, n);
+}
+
+// 1.5-entmax (Peters, Niculae & Martins 2019): y_i = max((x_i - m)/2 - tau, 0)^2
+// with sum y = 1, tau exact (Newton steps from below, then the closed-form
+// root of the quadratic on the support, in double). Measured error: float
+// below 3e-7 relative per element; double as sparsemax.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void entmax15(A, const T* x, T* y, std::size_t n) {
+  detail::sparse_forward<A, T, 2>(x, y, n);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void entmax15(const T* x, T* y, std::size_t n) {
+  entmax15(xsimd::default_arch{}, x, y, n);
+}
+
+// alpha-entmax (Peters et al. 2019; bisection of Blondel et al. 2020):
+// y_i = max((alpha-1) x_i - tau, 0)^(1/(alpha-1)) with sum y = 1.
+// alpha = 1 is softmax (computed as softmax), alpha = 2 sparsemax,
+// alpha = 1.5 1.5-entmax. tau: at most n_iter bisection steps on the
+// candidates, stopped as soon as the support is known, then safeguarded
+// Newton steps to full double precision, so the result does not depend on
+// n_iter (0 included) beyond rounding. Typical counts (normal logits,
+// n = 1K..1M): 1-30 bisection steps, then 3-6 Newton steps.
+// Throws std::invalid_argument unless alpha >= 1 is finite and n_iter >= 0.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void entmax_bisect(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> alpha, int n_iter = 50) {
+  if (!(alpha >= T(1)) || !detail::is_finite(alpha))
+    throw std::invalid_argument("smax::entmax_bisect: alpha must be finite and >= 1");
+  if (n_iter < 0) throw std::invalid_argument("smax::entmax_bisect: n_iter must be >= 0");
+  detail::entmax_bisect<A, T>(x, y, n, alpha, n_iter);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void entmax_bisect(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> alpha, int n_iter = 50) {
+  entmax_bisect(xsimd::default_arch{}, x, y, n, alpha, n_iter);
+}
+
+// Vector-Jacobian product of sparsemax, from its output y:
+// dx_i = [y_i > 0] (dy_i - mean of dy over the support). dx may alias dy.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sparsemax_backward(A, const T* y, const T* dy, T* dx, std::size_t n) {
+  detail::sparsemax_backward<A, T>(y, dy, dx, n);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) {
+  sparsemax_backward(xsimd::default_arch{}, y, dy, dx, n);
+}
+
+// Vector-Jacobian product of alpha-entmax, from its output y: with
+// g_i = y_i^(2-alpha) on the support (0 elsewhere),
+// dx = g dy - g (sum g dy / sum g). alpha = 2 gives sparsemax's, alpha = 1
+// softmax's. dx may alias dy. Throws std::invalid_argument unless alpha >= 1
+// is finite.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void entmax_backward(A, const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> alpha) {
+  if (!(alpha >= T(1)) || !detail::is_finite(alpha))
+    throw std::invalid_argument("smax::entmax_backward: alpha must be finite and >= 1");
+  detail::entmax_backward<A, T>(y, dy, dx, n, alpha);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> alpha) {
+  entmax_backward(xsimd::default_arch{}, y, dy, dx, n, alpha);
+}
 
 // ---------------------------------------------------------- other variants --
-// (stablemax, log_stablemax, softpick, ssmax, gumbel_noise, gumbel_softmax)
+// (kernels: stablemax.hpp, softpick.hpp, ssmax.hpp, gumbel.hpp) Each reads
+// its input twice and writes once out of cache (no temporary), with a robust
+// fallback for the inputs the fast pass cannot represent (special values,
+// |x| near the largest finite T). Errors quoted are measured by
+// tests/test_stablemax.cpp, test_softpick.cpp, test_ssmax.cpp and
+// test_gumbel.cpp against long double, every ISA.
+
+// Stablemax (Prieto et al. 2025): s(x) = x + 1 (x >= 0), 1 / (1 - x) (x < 0),
+// y_i = s(x_i) / sum_j s(x_j). Not shift-invariant (never max-subtracted);
+// finite for every finite x (also where softmax would need the max shift).
+// Special values: NaN -> all NaN; +inf entries share the mass; -inf entries
+// get 0 (s(-inf) = 0); all -inf -> all 0. Float error: below 4e-7 relative
+// per element (outputs above 1e-30).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void stablemax(A, const T* x, T* y, std::size_t n) {
+  detail::stablemax<A>(x, y, n);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void stablemax(const T* x, T* y, std::size_t n) {
+  stablemax(xsimd::default_arch{}, x, y, n);
+}
+
+// log_stablemax: y_i = log s(x_i) - log(sum_j s(x_j)), with log s(x) =
+// +-log1p(|x|). -inf entries give -inf (all -inf: all -inf); +inf entries
+// give -log(count of +inf), the rest -inf; NaN -> all NaN. Float error:
+// below 2 ulp of max(|log s(x_i)|, |log sum|).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void log_stablemax(A, const T* x, T* y, std::size_t n) {
+  detail::log_stablemax<A>(x, y, n);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void log_stablemax(const T* x, T* y, std::size_t n) {
+  log_stablemax(xsimd::default_arch{}, x, y, n);
+}
+
+// Softpick (Zuhri et al. 2025): with M = max(0, max x),
+// y_i = relu(e^(x_i - M) - e^(-M)) / (sum_j |e^(x_j - M) - e^(-M)| + eps).
+// Rectified (x_i <= 0 gives exactly 0; all x <= 0 gives all 0) and summing
+// to below one when some x < 0. -inf entries are masked: output 0 and no
+// term in the sum. NaN -> all NaN; +inf entries get 1 / (count + eps) (the
+// limit), the rest 0. The subtraction is never cancelled (expm1 near 0), so
+// float error is below 1e-6 relative per element, flat in x.
+// Throws std::invalid_argument unless eps >= 0 is finite.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softpick(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8)) {
+  if (!(eps >= T(0)) || !detail::is_finite(eps))
+    throw std::invalid_argument("smax::softpick: eps must be finite and >= 0");
+  detail::softpick<A, T>(x, y, n, eps);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void softpick(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8)) {
+  softpick(xsimd::default_arch{}, x, y, n, eps);
+}
+
+// Scalable-Softmax (Nakanishi 2025): y = softmax(c x) with the effective
+// scale c = s log(n) + b (computed in double, then rounded to T). n = 1
+// gives [1]. The scale is folded into the exponent (no temporary). c > 0:
+// the special values of softmax (+inf entries share the mass, -inf get 0).
+// c < 0 flips the roles of the infinities (-inf entries share, +inf get 0).
+// c = 0: 1/n each for finite x; an infinite entry gives 0 * inf = NaN, so
+// all NaN. Float error: below 1e-6 relative per element flat in |c x| on
+// FMA ISAs (AVX2, AVX-512, NEON); SSE2 adds the rounding of c x
+// (|c x_i| 2^-24).
+// Backward (no separate function): with y = ssmax(x), the vector-Jacobian
+// product is c * softmax_backward(y, dy), i.e.
+//     softmax_backward(y, dy, dx, n); then dx_i *= c.
+// Throws std::invalid_argument unless s and b are finite and c is finite in T.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void ssmax(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  if (!detail::is_finite(s)) throw std::invalid_argument("smax::ssmax: s must be finite");
+  if (!detail::is_finite(b)) throw std::invalid_argument("smax::ssmax: b must be finite");
+  if (n == 0) return;
+  if (!detail::is_finite(static_cast<T>(detail::ssmax_scale(s, b, n))))
+    throw std::invalid_argument("smax::ssmax: the scale s * log(n) + b overflows");
+  detail::ssmax<A, T>(x, y, n, s, b);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void ssmax(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  ssmax(xsimd::default_arch{}, x, y, n, s, b);
+}
+
+// Gumbel noise g_i = -log(-log u_i), u_i from Philox4x32-10 keyed by seed,
+// counter from the element index offset + i (gumbel.hpp has the exact
+// layout): the same bits on every ISA (SSE2, AVX2, AVX-512, NEON) and for
+// any split of the work: gumbel_noise(g + k, n - k, seed, offset + k) writes
+// the tail of gumbel_noise(g, n, seed, offset). u is strictly inside (0, 1)
+// (23 random bits for float, 52 for double), so g is always finite.
+// Float error against -log(-log u) in long double: within 2 ulp of |g| + 1.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void gumbel_noise(A, T* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0) {
+  detail::gumbel_noise<A, T>(g, n, seed, offset);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void gumbel_noise(T* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0) {
+  gumbel_noise(xsimd::default_arch{}, g, n, seed, offset);
+}
+
+// Gumbel-softmax (Jang, Gu & Poole 2016): y = softmax((logits + g) / tau)
+// with g = gumbel_noise(seed) (offset 0: g_i is element i's noise), computed
+// as z = logits + g in T, then softmax(z / tau) by the ssmax kernel (scale
+// 1 / tau). hard = true writes the exact one-hot of the argmax of z (lowest
+// index on ties). Special values as softmax: NaN -> all NaN; +inf logits
+// share the mass (hard: the first of them); all -inf -> all 0.
+// Throws std::invalid_argument unless tau > 0 is finite.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void gumbel_softmax(A, const T* logits, T* y, std::size_t n, detail::nodeduce_t<T> tau, std::uint64_t seed,
+                    bool hard = false) {
+  if (!(tau > T(0)) || !detail::is_finite(tau))
+    throw std::invalid_argument("smax::gumbel_softmax: tau must be finite and > 0");
+  detail::gumbel_softmax<A, T>(logits, y, n, tau, seed, hard);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void gumbel_softmax(const T* logits, T* y, std::size_t n, detail::nodeduce_t<T> tau, std::uint64_t seed,
+                    bool hard = false) {
+  gumbel_softmax(xsimd::default_arch{}, logits, y, n, tau, seed, hard);
+}
+
+// Vector-Jacobian product of stablemax, from its input x:
+// dx_k = s'(x_k) / S (dy_k - sum_i dy_i y_i), s' = 1 (x >= 0), s(x)^2
+// (x < 0), S = sum s. NaN in x or dy -> all NaN; a +inf in x -> all 0 (the
+// saturated limit); -inf entries get 0. dx may alias x or dy.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void stablemax_backward(A, const T* x, const T* dy, T* dx, std::size_t n) {
+  detail::stablemax_backward<A>(x, dy, dx, n);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) {
+  stablemax_backward(xsimd::default_arch{}, x, dy, dx, n);
+}
+
+// Vector-Jacobian product of softpick, from x and its output y: with
+// D = sum_j |a_j| + eps and dot = sum_i dy_i y_i,
+// dx_k = e^(x_k - M) / D (1[x_k > 0] dy_k - sign(x_k) dot), minus
+// eps dot / D at the first argmax when max x > 0 (M depends on x there).
+// NaN in x -> all NaN; a +inf in x -> all 0; -inf entries get 0. dx may
+// alias x, y or dy. Throws std::invalid_argument unless eps >= 0 is finite.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softpick_backward(A, const T* x, const T* y, const T* dy, T* dx, std::size_t n,
+                       detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8)) {
+  if (!(eps >= T(0)) || !detail::is_finite(eps))
+    throw std::invalid_argument("smax::softpick_backward: eps must be finite and >= 0");
+  detail::softpick_backward<A, T>(x, y, dy, dx, n, eps);
+}
+template <class T, class = detail::enable_if_real_t<T>>
+void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n,
+                       detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8)) {
+  softpick_backward(xsimd::default_arch{}, x, y, dy, dx, n, eps);
+}
 
 // ------------------------------------------------------------------ backward --
 // Vector-Jacobian products: given the forward output y and the upstream

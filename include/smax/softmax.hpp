@@ -56,20 +56,50 @@ SMAX_INLINE void with_shifted_exp(T m, F&& f) {
     f(shifted_exp<A, T, false>(m));
 }
 
+// The reference exponent of the three-pass kernels for a finite max m with
+// |m| <= split_limit: E = round(m log2e), so that every e^x 2^-E (x <= m) is
+// at most e^(m - E ln2) < 1.42, and r = m - E ln2 in double (to ~2^-60:
+// fma(-E, ln2_f1, m) is exact, see cody_waite; log_softmax needs r for
+// double inputs).
+template <class T>
+SMAX_INLINE T ref_exponent(T m, double& r) noexcept {
+  using C = exp_constants<double>;
+  const double E = std::nearbyint(static_cast<double>(m) * 1.4426950408889634);
+  r = std::fma(-E, C::ln2_f1, static_cast<double>(m)) - E * C::ln2_f2;
+  return static_cast<T>(E);
+}
+
+// Three-pass softmax: max; sum (reload: and store) e^x 2^-E; normalize.
+// With |m| <= split_limit (always, in practice) the passes use exp_ref, which
+// range-reduces x itself: no x - m is rounded, and the output is
+// e^x 2^-E / sum(e^x 2^-E), the factor e^-(m - E ln2) of e^(x - m) cancelling.
+// Beyond it x - m is exact wherever the result is not negligible and the
+// plain shifted_exp is used.
 template <class A, class T>
-void softmax_three_pass(const T* x, T* y, std::size_t n, bool reload) noexcept {
+SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, bool reload) noexcept {
+  using B = xsimd::batch<T, A>;
   const T m = reduce_max<A>(x, n);
   if (!is_finite(m)) return softmax_nonfinite(x, y, n, false);
-  with_shifted_exp<A>(m, [&](auto ex) {
-    using B = xsimd::batch<T, A>;
-    const double s = sum_map<A>(x, reload ? y : static_cast<T*>(nullptr), n, ex);
+  const auto finish = [&](double s, auto&& normalized) {
     if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
-    const B inv(static_cast<T>(1.0 / s));
-    if (reload)
+    if (reload) {
+      const B inv(static_cast<T>(1.0 / s));
       map<A>(y, y, n, [&](B e) { return e * inv; });
-    else
-      map<A>(x, y, n, [&](B v) { return ex(v) * inv; });
-  });
+    } else {
+      map<A>(x, y, n, normalized(static_cast<T>(1.0 / s)));
+    }
+  };
+  if (use_split(m)) {
+    double r;
+    const T E = ref_exponent(m, r);
+    const T lo = -exp_constants<T>::split_limit;
+    const double s = sum_map<A>(x, reload ? y : static_cast<T*>(nullptr), n, exp_ref<A, T>(lo, E, T(1)));
+    finish(s, [&](T inv) { return exp_ref<A, T>(lo, E, inv); });
+  } else {
+    const shifted_exp<A, T, false> ex(m);
+    const double s = sum_map<A>(x, reload ? y : static_cast<T*>(nullptr), n, ex);
+    finish(s, [&](T inv) { return scaled_shifted_exp<A, T, false>(ex, inv); });
+  }
 }
 
 // The single-pass reductions (online, two_pass) below clamp x at -limit and
@@ -81,6 +111,12 @@ struct single_pass_limits {
   static constexpr T limit = exp_constants<T>::split_limit;
   static SMAX_INLINE bool accepts(T vmax, double s) noexcept {
     return vmax >= -limit / 2 && vmax <= limit && s > 0 && s < std::numeric_limits<double>::infinity();
+  }
+  // The same test on kmax = max round(x log2e) (two-pass tracks that).
+  static SMAX_INLINE bool accepts_k(T kmax, double s) noexcept {
+    return kmax >= std::nearbyint(-limit / 2 * exp_constants<T>::log2e) &&
+           kmax <= std::nearbyint(limit * exp_constants<T>::log2e) && s > 0 &&
+           s < std::numeric_limits<double>::infinity();
   }
 };
 
@@ -111,7 +147,7 @@ SMAX_INLINE xsimd::batch<T, A> ldexp_small(xsimd::batch<T, A> p, xsimd::batch<T,
 // by at least e^-16 and the rescale roundings cannot accumulate with n, even
 // for sorted input.
 template <class A, class T>
-void softmax_online(const T* x, T* y, std::size_t n) noexcept {
+SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   using L = single_pass_limits<T>;
   using E = shifted_exp<A, T, true>;
@@ -181,10 +217,9 @@ void softmax_online(const T* x, T* y, std::size_t n) noexcept {
   const T R = hmax<A>(ref);
   const T vm = hmax<A>(vmax);
   const E rex = make_exp(B(R));
-  const double s = hsum<A>(total.value() * rex(ref));
+  const double s = total.dot(rex(ref));
   if (!L::accepts(vm, s) || !(R == R)) return softmax_three_pass<A>(x, y, n, false);
-  const B inv(static_cast<T>(1.0 / s));
-  map<A>(x, y, n, [&](B v) { return rex(v) * inv; });
+  map<A>(x, y, n, scaled_shifted_exp<A, T, true>(rex, static_cast<T>(1.0 / s)));
 }
 
 // Two-pass softmax (Dukhan & Ablavatski 2020): pass 1 sums e^x kept as
@@ -192,83 +227,123 @@ void softmax_online(const T* x, T* y, std::size_t n) noexcept {
 // power-of-two reference 2^E and the sum of p * 2^(K - E); moving E rescales
 // by a power of two, which is exact. E moves only when a chunk's K exceeds it
 // by more than 16, so terms stay below 2^17.
+//
+// Two ways to form p * 2^(K - E), the same arithmetic otherwise:
+//  * AVX-512: vscalefps(p, K - E).
+//  * elsewhere: the rounding of x log2e adds a per-lane magic number
+//    bias_magic - E, which leaves K - E + bias in the low mantissa bits: one
+//    shift gives 2^(K - E) (pow2_biased) and one fma adds p * 2^(K - E) to
+//    the accumulator. This needs K - E >= -125 (a normal power of two), so x
+//    is clamped per lane at (E - 125) ln2: a term clamped there is below
+//    2^-125 of its lane's largest term, which is in the sum, so the clamp
+//    changes the sum by less than n 2^-125 relative (nothing for n < 2^80).
 template <class A, class T>
-void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
+SMAX_FLATTEN void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   using L = single_pass_limits<T>;
   using C = exp_constants<T>;
   constexpr std::size_t W = B::size;
+  constexpr std::size_t U = loop_shape<A>::unroll;
+  constexpr bool scalef = is_avx512_v<A>;
   constexpr T slack = T(16);
+  constexpr T headroom = T(125);  // K - E >= -headroom keeps 2^(K - E) normal
   const B floor(-L::limit);
+  const B ln2(static_cast<T>(0.6931471805599453));
 
   B E = round_to_int<A, T>(B(-L::limit / 2 * C::log2e));
-  B vmax(-L::limit);
-  B a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+  // Per lane: the clamp of x (see above) and the magic of the rounding.
+  const auto lane_floor = [&](B e) { return scalef ? floor : xsimd::max(floor, (e - B(headroom)) * ln2); };
+  B lo = lane_floor(E);
+  B magic = B(C::bias_magic) - E;
+  B kmax(-L::limit * C::log2e);  // max K: the range test at the end
+  B acc[U];
+#pragma GCC unroll 16
+  for (std::size_t u = 0; u < U; ++u) acc[u] = B(T(0));
   compensated<A, T> total;
-  const auto chunk = [&](B v0, B v1, B v2, B v3) {
-    v0 = xsimd::max(floor, v0);  // keeps NaN (see softmax_online)
-    v1 = xsimd::max(floor, v1);
-    v2 = xsimd::max(floor, v2);
-    v3 = xsimd::max(floor, v3);
-    vmax = xsimd::max(vmax, xsimd::max(xsimd::max(v0, v1), xsimd::max(v2, v3)));
-    B p0, p1, p2, p3, k0, k1, k2, k3;
-    extexp<A, T>(v0, p0, k0);
-    extexp<A, T>(v1, p1, k1);
-    extexp<A, T>(v2, p2, k2);
-    extexp<A, T>(v3, p3, k3);
-    const B km = xsimd::max(xsimd::max(k0, k1), xsimd::max(k2, k3));
-    const auto moved = km > E + B(slack);
+
+  // One iteration: U vectors (the tail: padded with -inf, which clamps to a
+  // term of 0 or below 2^-125 of its lane).
+  const auto chunk = [&](B* v) {
+    B K[U];  // scalef: K; else K - E + bias_magic
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) v[u] = xsimd::max(lo, v[u]);  // keeps NaN (see softmax_online)
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u)
+      K[u] = scalef ? round_mul<A, T>(v[u], B(C::log2e)) : mul_add_magic<A, T>(v[u], B(C::log2e), magic);
+    B km = K[0];
+#pragma GCC unroll 16
+    for (std::size_t u = 1; u < U; ++u) km = xsimd::max(km, K[u]);
+    kmax = xsimd::max(kmax, scalef ? km : km - magic);
+    const auto moved = scalef ? km > E + B(slack) : km > B(C::bias_magic + slack);
     if (xsimd::any(moved)) {
-      const B nE = xsimd::select(moved, km, E);
+      const B nE = xsimd::select(moved, scalef ? km : km - magic, E);
       const B f = ldexp_small<A, T>(B(T(1)), E - nE);
-      a0 *= f;
-      a1 *= f;
-      a2 *= f;
-      a3 *= f;
+#pragma GCC unroll 16
+      for (std::size_t u = 0; u < U; ++u) acc[u] *= f;
       total.scale(f);
       E = nE;
+      if (!scalef) {
+        lo = lane_floor(E);
+        magic = B(C::bias_magic) - E;
+#pragma GCC unroll 16
+        for (std::size_t u = 0; u < U; ++u) {
+          v[u] = xsimd::max(lo, v[u]);
+          K[u] = mul_add_magic<A, T>(v[u], B(C::log2e), magic);
+        }
+      }
     }
-    a0 += ldexp_small<A, T>(p0, k0 - E);
-    a1 += ldexp_small<A, T>(p1, k1 - E);
-    a2 += ldexp_small<A, T>(p2, k2 - E);
-    a3 += ldexp_small<A, T>(p3, k3 - E);
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) {
+      if (scalef) {
+        acc[u] += ldexp_small<A, T>(exp_poly<A, T>(cody_waite<A, T>(v[u], K[u])), K[u] - E);
+      } else {
+        const B p = exp_poly<A, T>(cody_waite<A, T>(v[u], K[u] - magic));
+        acc[u] = fma_<A, T>(p, pow2_biased<A, T>(K[u]), acc[u]);
+      }
+    }
+  };
+  const auto flush = [&]() {
+#pragma GCC unroll 16
+    for (std::size_t w = U / 2; w >= 1; w /= 2) {
+#pragma GCC unroll 16
+      for (std::size_t u = 0; u < w; ++u) acc[u] = acc[u] + acc[u + w];
+    }
+    total.add(acc[0]);
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) acc[u] = B(T(0));
   };
 
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   std::size_t i = 0, chunks = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
-          B::load_unaligned(x + i + 3 * W));
+  for (; i + U * W <= n; i += U * W) {
+    B v[U];
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) v[u] = B::load_unaligned(x + i + u * W);
+    chunk(v);
     if (++chunks == loop_shape<A>::block_chunks) {
-      total.add((a0 + a1) + (a2 + a3));
-      a0 = a1 = a2 = a3 = B(T(0));
+      flush();
       chunks = 0;
     }
   }
   if (i < n) {
     const std::size_t r = n - i;
-    const auto part = [&](std::size_t k) {
-      return load_partial<A>(x + i + k * W, r > k * W ? (r - k * W < W ? r - k * W : W) : 0, ninf);
-    };
-    chunk(part(0), part(1), part(2), part(3));
+    B v[U];
+    for (std::size_t u = 0; u < U; ++u)
+      v[u] = load_partial<A>(x + i + u * W, r > u * W ? (r - u * W < W ? r - u * W : W) : 0, ninf);
+    chunk(v);
   }
-  total.add((a0 + a1) + (a2 + a3));
+  flush();
 
   const T Emax = hmax<A>(E);
-  const T vm = hmax<A>(vmax);
+  const T km = hmax<A>(kmax);
   // A NaN partial sum must be seen before the rescale below: a lane whose E
   // is far under Emax is flushed to 0 there, NaN or not.
-  const double raw = hsum<A>(total.value());
+  const double raw = total.sum();
   const bool nan_seen = !(raw == raw);
-  const double s = hsum<A>(ldexp_small<A, T>(total.value(), E - B(Emax)));
-  if (nan_seen || !L::accepts(vm, s)) return softmax_three_pass<A>(x, y, n, false);
-  const B inv(static_cast<T>(1.0 / s));
-  const B Eb(Emax);
-  map<A>(x, y, n, [&](B v) {
-    B p, k;
-    extexp<A, T>(xsimd::max(floor, v), p, k);
-    return ldexp_small<A, T>(p, k - Eb) * inv;
-  });
+  const double s = total.dot(ldexp_small<A, T>(B(T(1)), E - B(Emax)));
+  if (nan_seen || !L::accepts_k(km, s)) return softmax_three_pass<A>(x, y, n, false);
+  // y = e^x 2^-Emax / s (every K here is at most Emax + 16).
+  map<A>(x, y, n, exp_ref<A, T>(-L::limit, Emax, static_cast<T>(1.0 / s)));
 }
 
 // Below this many bytes of input, `automatic` keeps the data in L2 and uses
@@ -295,18 +370,26 @@ void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
 }
 
 // log_softmax: y = (x - m) - log(sum e^(x - m)); the log of the sum is taken
-// in double.
+// in double, from sum(e^x 2^-E) (see softmax_three_pass):
+// log sum e^(x - m) = log sum(e^x 2^-E) - (m - E ln2).
 template <class A, class T>
-void log_softmax(const T* x, T* y, std::size_t n) noexcept {
+SMAX_FLATTEN void log_softmax(const T* x, T* y, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const T m = reduce_max<A>(x, n);
   if (!is_finite(m)) return softmax_nonfinite(x, y, n, true);
-  double s = 0;
-  with_shifted_exp<A>(m, [&](auto ex) { s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex); });
-  if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
-  const B mb(m), lse(static_cast<T>(std::log(s)));
-  map<A>(x, y, n, [&](B v) { return (v - mb) - lse; });
+  double lse;
+  if (use_split(m)) {
+    double r;
+    const T E = ref_exponent(m, r);
+    lse = std::log(sum_map<A>(x, static_cast<T*>(nullptr), n,
+                              exp_ref<A, T>(-exp_constants<T>::split_limit, E, T(1)))) - r;
+  } else {
+    lse = std::log(sum_map<A>(x, static_cast<T*>(nullptr), n, shifted_exp<A, T, false>(m)));
+  }
+  if (!(lse == lse)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
+  const B mb(m), lb(static_cast<T>(lse));
+  map<A>(x, y, n, [&](B v) { return (v - mb) - lb; });
 }
 
 }  // namespace detail

@@ -1,0 +1,431 @@
+// smax_bench shared helpers: buffers, counters, the ISA loop, the roofline and
+// registration. Every bench/bench_*.cpp is globbed into the one smax_bench
+// binary (bench/CMakeLists.txt); a new family's file needs only this header.
+//
+// Adding your kernel (bench/bench_<family>.cpp):
+//
+//   #include "common.hpp"
+//   SMAX_BENCH_REGISTER(sparsemax) {
+//     smax_bench::kernel<float> k;
+//     k.name = "sparsemax";                 // or "family/variant"
+//     k.traffic = {2, 1};                   // minimal arrays read, written per element
+//     k.run = [](const float* x, float* y, std::size_t n) { smax::dynamic::sparsemax(x, y, n); };
+//     k.check = smax_bench::finite_check<float>;   // optional: run once before timing
+//     smax_bench::register_per_isa(k, smax_bench::sizes<float>());
+//   }
+//
+// That registers "<name>/f32/<isa>/<n>" for every ISA compiled in (x86:
+// avx512, avx2, sse2) and every size: each run routes smax::dynamic to its ISA
+// (SkipWithError when the CPU lacks it), checks the output once, times
+// k.run on the shared input, and reports
+//   items_per_second   elements per second
+//   bytes_per_second   the kernel's own minimal traffic (k.traffic) per second
+//   vs_roofline        roofline time / kernel time at the same n, the roofline
+//                      ("read twice, write once" unless k.roof says copy)
+//                      timed right after the kernel on the same buffers
+// Other helpers: register_batched (rows x cols, k.run per row), input<T>(n)
+// for a kernel that needs its own data layout, sum_check / compare_check.
+//
+// Data: one arena per element type, allocated and first-touched once, x
+// filled with logits ~ N(0, 3^2) (deterministic). A call whose x + y is at
+// least rotate_min_bytes (16 MiB) rotates through the whole arena (512 MiB),
+// so that "out of cache" sizes really come from DRAM; smaller sizes reuse one
+// slot and measure the cache they fit in.
+#pragma once
+
+#include <benchmark/benchmark.h>
+#include <time.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <smax/dynamic.hpp>
+
+namespace smax_bench {
+
+// ------------------------------------------------------------------ names --
+
+template <class T>
+inline const char* type_name() {
+  return sizeof(T) == 4 ? "f32" : "f64";
+}
+
+// Every ISA compiled into smax_bench, whether or not this CPU has it (the
+// dispatch helper builds all of them): benchmarks for a missing one report
+// SkipWithError instead of silently disappearing.
+inline const std::vector<std::string>& compiled_isas() {
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+  static const std::vector<std::string> v = {"avx512", "avx2", "sse2"};
+#elif defined(__aarch64__)
+  static const std::vector<std::string> v = {"neon"};
+#else
+  static const std::vector<std::string> v = {};
+#endif
+  return v;
+}
+
+// Routes smax::dynamic to `isa` for the lifetime of the object; ok() is false
+// (and the benchmark skipped with an error) when the CPU lacks it.
+class isa_scope {
+ public:
+  isa_scope(benchmark::State& state, const std::string& isa) {
+    ok_ = smax::dynamic::set_isa(isa.c_str()) && isa == smax::dynamic::active_isa();
+    if (!ok_) state.SkipWithError(("CPU lacks ISA " + isa).c_str());
+  }
+  ~isa_scope() { smax::dynamic::set_isa(nullptr); }
+  isa_scope(const isa_scope&) = delete;
+  isa_scope& operator=(const isa_scope&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  bool ok_ = false;
+};
+
+// ------------------------------------------------------------------ sizes --
+
+// The full grid: powers of two from 1K elements up to 256 MiB per array
+// (64M floats, 32M doubles). tools/run_bench.sh picks a subset by filter.
+template <class T>
+inline std::vector<std::size_t> sizes() {
+  std::vector<std::size_t> v;
+  const std::size_t max_n = (std::size_t(256) << 20) / sizeof(T);
+  for (std::size_t n = 1024; n <= max_n; n *= 2) v.push_back(n);
+  return v;
+}
+
+// Batched shape (rows, cols): 2048 x 32768 floats = 256 MiB.
+constexpr std::size_t batch_rows = 2048;
+constexpr std::size_t batch_cols = 32768;
+
+// ------------------------------------------------------------------- data --
+
+constexpr std::size_t arena_bytes = std::size_t(256) << 20;  // per array (x, y)
+constexpr std::size_t rotate_min_bytes = std::size_t(16) << 20;
+
+struct free_deleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// 2 MiB-aligned, zeroed (first-touched) memory.
+inline std::unique_ptr<void, free_deleter> touched(std::size_t bytes) {
+  constexpr std::size_t align = std::size_t(2) << 20;
+  bytes = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, bytes);
+  if (!p) {
+    std::fprintf(stderr, "smax_bench: out of memory (%zu bytes)\n", bytes);
+    std::abort();
+  }
+  std::memset(p, 0, bytes);
+  return std::unique_ptr<void, free_deleter>(p);
+}
+
+// Deterministic N(0, 3^2)-like logits: a sum of four uniforms (Irwin-Hall)
+// from splitmix64, scaled to variance 9. Cheap enough for 64M elements.
+template <class T>
+inline void fill_logits(T* x, std::size_t n, std::uint64_t seed = 42) {
+  std::uint64_t s = seed;
+  const auto next = [&s]() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t r = next();
+    double u = 0;
+    for (int k = 0; k < 4; ++k) u += static_cast<double>((r >> (16 * k)) & 0xFFFF) / 65536.0;
+    x[i] = static_cast<T>((u - 2.0) * 3.0 * std::sqrt(3.0));  // var of the sum is 4/12
+  }
+}
+
+// The shared input and output arrays of one element type.
+template <class T>
+class arena {
+ public:
+  static arena& get() {
+    static arena a;
+    return a;
+  }
+  static constexpr std::size_t elems = arena_bytes / sizeof(T);
+  const T* x() const { return static_cast<const T*>(x_.get()); }
+  T* y() const { return static_cast<T*>(y_.get()); }
+
+ private:
+  arena() : x_(touched(arena_bytes)), y_(touched(arena_bytes)) { fill_logits(static_cast<T*>(x_.get()), elems); }
+  std::unique_ptr<void, free_deleter> x_, y_;
+};
+
+// A view of the arena for calls of n elements: slot(i) gives the i-th (x, y)
+// pair, 64-byte aligned; slots() is 1 for calls small enough to stay in
+// cache, else as many as the arena holds.
+template <class T>
+class slots {
+ public:
+  explicit slots(std::size_t n) : n_(n), stride_((n + 63) / 64 * 64) {
+    if (n > arena<T>::elems) {
+      std::fprintf(stderr, "smax_bench: n = %zu exceeds the arena\n", n);
+      std::abort();
+    }
+    count_ = (2 * n * sizeof(T) >= rotate_min_bytes) ? arena<T>::elems / stride_ : 1;
+  }
+  std::size_t count() const { return count_; }
+  const T* x(std::size_t i) const { return arena<T>::get().x() + (i % count_) * stride_; }
+  T* y(std::size_t i) const { return arena<T>::get().y() + (i % count_) * stride_; }
+  std::size_t n() const { return n_; }
+
+ private:
+  std::size_t n_, stride_, count_ = 1;
+};
+
+// n elements of the shared input (the first slot), for kernels that take
+// other arguments than (x, y, n) but want the same data.
+template <class T>
+inline const T* input(std::size_t n) {
+  return slots<T>(n).x(0);
+}
+
+// -------------------------------------------------------------- roofline --
+
+// Streaming kernels on the best ISA the CPU has (bench/roofline.cpp), on raw
+// bytes (a multiple of 64): rw2 reads src, reduces it (max), reads it again
+// and writes dst = src * f(max): the floor traffic of an exact out-of-cache
+// softmax. copy reads src and writes dst. `stream` picks non-temporal stores.
+namespace roofline {
+void rw2(const void* src, void* dst, std::size_t bytes, bool stream);
+void copy(const void* src, void* dst, std::size_t bytes, bool stream);
+const char* isa();
+// Whether the roofline uses non-temporal stores at this size: the store kind
+// that measured faster on this machine (the same threshold smax uses).
+bool streams(std::size_t bytes);
+}  // namespace roofline
+
+enum class roof_kind { rw2, copy };
+
+// ----------------------------------------------------------------- timing --
+
+// CPU time of this thread: robust against the descheduling that a shared
+// machine causes (Google Benchmark's default clock is CPU time too).
+inline double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Seconds per call of the roofline over the same slots, timed for about
+// `budget` seconds (at least four calls), reading the clock only every
+// ~100 us (the thread CPU clock is a system call in a VM: ~1 us).
+template <class T>
+double roofline_seconds(const slots<T>& s, std::size_t elems_per_call, roof_kind kind, double budget,
+                        double guess_per_call) {
+  const std::size_t bytes = elems_per_call * sizeof(T);
+  const bool stream = roofline::streams(bytes);
+  const std::size_t batch = guess_per_call > 0 && guess_per_call < 25e-6
+                                ? static_cast<std::size_t>(100e-6 / guess_per_call)
+                                : std::size_t(4);
+  std::size_t calls = 0, slot = 0;
+  const double t0 = thread_seconds();
+  double t = t0;
+  do {
+    for (std::size_t k = 0; k < batch; ++k, ++calls, ++slot) {
+      if (kind == roof_kind::rw2)
+        roofline::rw2(s.x(slot), s.y(slot), bytes, stream);
+      else
+        roofline::copy(s.x(slot), s.y(slot), bytes, stream);
+    }
+    benchmark::ClobberMemory();
+    t = thread_seconds();
+  } while (t - t0 < budget);
+  return (t - t0) / static_cast<double>(calls);
+}
+
+// --------------------------------------------------------------- kernels --
+
+// Arrays of n elements read and written per element by the kernel's own
+// algorithm when nothing stays in cache (e.g. two-pass softmax: {2, 1}).
+struct mem_traffic {
+  double reads = 2, writes = 1;
+};
+
+template <class T>
+using check_fn = std::function<std::string(const T* x, const T* y, std::size_t n)>;
+
+template <class T>
+struct kernel {
+  std::string name;  // "family/variant": the benchmark name's prefix
+  mem_traffic traffic;
+  std::function<void(const T* x, T* y, std::size_t n)> run;
+  // optional, for register_batched: one call for the whole rows x cols
+  // batch (row-major, contiguous); without it run() is called per row.
+  std::function<void(const T* x, T* y, std::size_t rows, std::size_t cols)> run_batch;
+  check_fn<T> check;     // optional; run once per (name, n) before timing
+  roof_kind roof = roof_kind::rw2; // what vs_roofline compares against
+  std::string label = "smax";  // "smax", "peer" or "roofline" (report.py groups by it)
+};
+
+// Every entry finite; sums to 1 within tol (softmax-like kernels).
+template <class T>
+std::string sum_check(const T* /*x*/, const T* y, std::size_t n, double tol) {
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(y[i])) return "non-finite output at " + std::to_string(i);
+    s += y[i];
+  }
+  if (std::fabs(s - 1.0) > tol) return "outputs sum to " + std::to_string(s);
+  return {};
+}
+
+template <class T>
+std::string finite_check(const T* /*x*/, const T* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(y[i])) return "non-finite output at " + std::to_string(i);
+  return {};
+}
+
+// |y - ref| <= rtol * |ref| + atol elementwise, ref computed by `reference`.
+template <class T>
+check_fn<T> compare_check(std::function<void(const T*, T*, std::size_t)> reference, double rtol, double atol) {
+  return [reference, rtol, atol](const T* x, const T* y, std::size_t n) -> std::string {
+    std::vector<T> ref(n);
+    reference(x, ref.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double d = std::fabs(static_cast<double>(y[i]) - static_cast<double>(ref[i]));
+      if (!(d <= rtol * std::fabs(static_cast<double>(ref[i])) + atol)) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "mismatch at %zu: got %.9g, reference %.9g", i, static_cast<double>(y[i]),
+                      static_cast<double>(ref[i]));
+        return buf;
+      }
+    }
+    return {};
+  };
+}
+
+// Runs the kernel and k.check once per benchmark name (Google Benchmark calls
+// a benchmark function several times); false (benchmark skipped) on failure.
+template <class T>
+bool checked(benchmark::State& state, const kernel<T>& k, const std::string& name, const T* x, T* y, std::size_t n) {
+  if (!k.check) return true;
+  static std::map<std::string, std::string> verdicts;
+  auto it = verdicts.find(name);
+  if (it == verdicts.end()) {
+    k.run(x, y, n);
+    it = verdicts.emplace(name, k.check(x, y, n)).first;
+  }
+  if (!it->second.empty()) {
+    state.SkipWithError(("output check failed: " + it->second).c_str());
+    return false;
+  }
+  return true;
+}
+
+// Sets the rate counters and, after the timed loop, times the roofline on
+// the same slots for a quarter of the kernel's time.
+template <class T>
+void finish(benchmark::State& state, const kernel<T>& k, const slots<T>& s, std::size_t elems_per_call,
+            double kernel_seconds) {
+  const double calls = static_cast<double>(state.iterations());
+  const double elems = static_cast<double>(elems_per_call) * calls;
+  state.SetItemsProcessed(static_cast<std::int64_t>(elems));
+  state.SetBytesProcessed(
+      static_cast<std::int64_t>(elems * sizeof(T) * (k.traffic.reads + k.traffic.writes)));
+  if (calls <= 0 || kernel_seconds <= 0) return;
+  const double per_call = kernel_seconds / calls;
+  const double roof_per_call = roofline_seconds(s, elems_per_call, k.roof, 0.25 * kernel_seconds, per_call);
+  state.counters["vs_roofline"] = roof_per_call / per_call;
+}
+
+// The body of one benchmark run of k on n elements (rows > 1: a batch of
+// rows x n, k.run called per row).
+template <class T>
+void run_kernel(benchmark::State& state, const kernel<T>& k, const std::string& bench_name, std::size_t rows,
+                std::size_t n) {
+  const std::size_t total = rows * n;
+  slots<T> s(total);
+  if (!checked(state, k, bench_name, s.x(0), s.y(0), n)) return;
+  std::size_t slot = 0;
+  const double t0 = thread_seconds();
+  for (auto _ : state) {
+    const T* x = s.x(slot);
+    T* y = s.y(slot);
+    if (k.run_batch && rows > 1)
+      k.run_batch(x, y, rows, n);
+    else
+      for (std::size_t r = 0; r < rows; ++r) k.run(x + r * n, y + r * n, n);
+    benchmark::DoNotOptimize(y);
+    benchmark::ClobberMemory();
+    ++slot;
+  }
+  const double t1 = thread_seconds();
+  state.SetLabel(k.label);
+  finish(state, k, s, total, t1 - t0);
+}
+
+// Registers "<k.name>/<f32|f64>/<isa>/<n>" for each ISA compiled in.
+template <class T>
+void register_per_isa(const kernel<T>& k, const std::vector<std::size_t>& ns) {
+  for (const std::string& isa : compiled_isas()) {
+    const std::string name = k.name + "/" + type_name<T>() + "/" + isa;
+    for (std::size_t n : ns) {
+      const std::string full = name + "/" + std::to_string(n);
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [k, isa, n, full](benchmark::State& state) {
+                                     isa_scope scope(state, isa);
+                                     if (scope.ok()) run_kernel(state, k, full, 1, n);
+                                   })
+          ->Arg(static_cast<std::int64_t>(n));
+    }
+  }
+}
+
+// Registers "<k.name>/<f32|f64>/<isa>" once (peers: isa names who picks the
+// code, e.g. "native"), sizes as the argument.
+template <class T>
+void register_once(const kernel<T>& k, const std::string& isa, const std::vector<std::size_t>& ns) {
+  const std::string name = k.name + "/" + type_name<T>() + "/" + isa;
+  for (std::size_t n : ns) {
+    const std::string full = name + "/" + std::to_string(n);
+    benchmark::RegisterBenchmark(name.c_str(), [k, n, full](benchmark::State& state) { run_kernel(state, k, full, 1, n); })
+        ->Arg(static_cast<std::int64_t>(n));
+  }
+}
+
+// Batched rows x cols: "<k.name>/<type>/<isa>/<rows>/<cols>", k.run_batch if
+// set, else k.run once per row (the output check looks at the first row).
+// Rows of a few hundred KiB stay in L2 between a kernel's passes, so the
+// minimal DRAM traffic is one read and one write: set k.traffic = {1, 1} and
+// k.roof = roof_kind::copy for a softmax.
+template <class T>
+void register_batched(const kernel<T>& k, const std::string& isa, bool route_isa, std::size_t rows = batch_rows,
+                      std::size_t cols = batch_cols) {
+  const std::string name = k.name + "/" + type_name<T>() + "/" + isa;
+  const std::string full = name + "/" + std::to_string(rows) + "/" + std::to_string(cols);
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [k, isa, route_isa, rows, cols, full](benchmark::State& state) {
+                                 if (route_isa) {
+                                   isa_scope scope(state, isa);
+                                   if (scope.ok()) run_kernel(state, k, full, rows, cols);
+                                 } else {
+                                   run_kernel(state, k, full, rows, cols);
+                                 }
+                               })
+      ->Args({static_cast<std::int64_t>(rows), static_cast<std::int64_t>(cols)});
+}
+
+}  // namespace smax_bench
+
+// Registers benchmarks at program start: SMAX_BENCH_REGISTER(tag) { ... }.
+#define SMAX_BENCH_REGISTER(tag)                                                            \
+  static void smax_bench_register_##tag();                                                 \
+  [[maybe_unused]] static const bool smax_bench_registered_##tag =                          \
+      (smax_bench_register_##tag(), true);                                                  \
+  static void smax_bench_register_##tag()

@@ -1,0 +1,303 @@
+// smax — softpick (Zuhri et al. 2025): with M = max(0, max x),
+//     y_i = relu(e^(x_i - M) - e^(-M)) / (sum_j |e^(x_j - M) - e^(-M)| + eps)
+// rectified (x_i <= 0 gives 0) and not normalized to one; -inf entries are
+// masked out of the sum (|0 - e^(-M)| would otherwise add e^(-M)).
+//
+// Every term is e^(-M) |e^x - 1|, so the kernel sums a_j = |e^(x_j) - 1|
+// without knowing M, in the two-pass (p, 2^K) form of softmax two_pass:
+//     x >= 1/4:   e^x - 1 = (p - 2^-K) 2^K        (e^x = p 2^K, K >= 0)
+//     x <= -1/4:  1 - e^x = 1 - p 2^K              (K <= 0)
+//     |x| < 1/4:  |expm1(x)| by its Taylor series (no cancellation)
+// so the error is flat: no e^(x - M) - e^(-M) cancellation near x = 0.
+// Pass 1 accumulates a_j 2^-E per lane and the max; with the largest lane
+// exponent Emax and that sum s,
+//     y_i = a_i 2^(K_i - Emax) / (s + eps e^M 2^-Emax)   (x_i > 0; else 0)
+// and pass 2 writes that: two reads and one write, no temporary.
+//
+// Fallbacks: NaN -> all NaN; +inf entries share 1 / (count + eps) (the limit
+// of the formula), the rest 0; max x beyond the two-pass range (4096 float,
+// 2^20 double) -> three passes where e^(-M) is 0 in T, i.e. the numerators
+// are plain e^(x - M); eps and every |x| below 2^-100 (a denominator whose
+// inverse overflows T) -> a scalar loop in double / long double.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#include "backward.hpp"
+#include "exp.hpp"
+#include "reduce.hpp"
+#include "softmax.hpp"
+#include "ssmax.hpp"
+
+namespace smax {
+namespace detail {
+
+// e^x = 2^K (1 + em1) with em1 = expm1(d) of the reduced argument
+// d = x - K ln2 (|d| <= ln2/2): exp.hpp's range reduction and polynomial,
+// stopped before its final "+ 1", so that em1 keeps full relative accuracy
+// where e^x - 1 cancels (K = 0).
+template <class A, class T>
+SMAX_INLINE void exp_parts(xsimd::batch<T, A> x, xsimd::batch<T, A>& em1, xsimd::batch<T, A>& K) noexcept {
+  using B = xsimd::batch<T, A>;
+  using C = exp_constants<T>;
+  K = round_mul<A, T>(x, B(C::log2e));
+  const B d = cody_waite<A, T>(x, K);
+  constexpr int nc = C::degree - 1;  // c2 .. c_degree
+  B q(C::c[nc - 1]);
+  for (int i = nc - 2; i >= 0; --i) q = fma_<A, T>(q, d, B(C::c[i]));
+  em1 = fma_<A, T>(q, d, B(T(1))) * d;  // d (1 + d/2 + ...)
+}
+
+// a = |e^x - 1| as t 2^Kt (t in [0, 2), Kt >= 0 integer-valued), with
+// e^x = 2^K (1 + em1):
+//   K = 0:  |em1|                      (|x| < ln2/2: expm1, no cancellation)
+//   K > 0:  (1 + em1 - 2^-K) 2^K       (>= 0.2 2^K)
+//   K < 0:  1 - (1 + em1) 2^K          (>= 0.29)
+// and a = 0 at x = -inf. x is clamped at -limit first (e^x is 0 there).
+template <class A, class T>
+struct softpick_term {
+  using B = xsimd::batch<T, A>;
+  B floor, ninf;
+  softpick_term() noexcept : floor(-single_pass_limits<T>::limit), ninf(-std::numeric_limits<T>::infinity()) {}
+
+  SMAX_INLINE B operator()(B v, B& Kt) const noexcept {
+    const B zero(T(0)), one(T(1));
+    B em1, K;
+    exp_parts<A, T>(xsimd::max(floor, v), em1, K);  // max keeps NaN
+    const B p = em1 + one;
+    const B t_pos = p - ldexp_small<A, T>(one, -K);
+    const B t_neg = one - ldexp_small<A, T>(p, K);
+    const B t = xsimd::select(K > zero, t_pos, xsimd::select(K < zero, t_neg, xsimd::abs(em1)));
+    Kt = xsimd::max(K, zero);
+    return xsimd::select(v == ninf, zero, t);
+  }
+  // Only x > 0 matters (pass 2 writes 0 elsewhere): K >= 0.
+  SMAX_INLINE B positive(B v, B& Kt) const noexcept {
+    const B zero(T(0)), one(T(1));
+    B em1, K;
+    exp_parts<A, T>(v, em1, K);
+    Kt = K;
+    return xsimd::select(K > zero, (em1 + one) - ldexp_small<A, T>(one, -K), em1);
+  }
+};
+
+// Pass 1: sum of a_j as sum * 2^emax, max x; false if not exact (NaN,
+// +inf, max above the range).
+template <class A, class T>
+bool softpick_pass1(const T* x, std::size_t n, double& sum, T& emax, T& m) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const softpick_term<A, T> term;
+  ext_sum<A, T> acc(T(0));
+  B vmax(ninf);
+  const auto chunk = [&](B v0, B v1, B v2, B v3) {
+    B k0, k1, k2, k3;
+    const B t0 = term(v0, k0), t1 = term(v1, k1), t2 = term(v2, k2), t3 = term(v3, k3);
+    vmax = xsimd::max(vmax, xsimd::max(xsimd::max(v0, v1), xsimd::max(v2, v3)));
+    acc.add(t0, k0, t1, k1, t2, k2, t3, k3);
+  };
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W)
+    chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
+          B::load_unaligned(x + i + 3 * W));
+  if (i < n) {
+    // -inf padding: a term of exactly 0, and no effect on the max.
+    const std::size_t r = n - i;
+    const auto part = [&](std::size_t k) {
+      return load_partial<A>(x + i + k * W, r > k * W ? (r - k * W < W ? r - k * W : W) : 0, ninf);
+    };
+    chunk(part(0), part(1), part(2), part(3));
+  }
+  sum = acc.finish(emax);
+  m = hmax<A>(vmax);
+  return m <= single_pass_limits<T>::limit && sum - sum == 0;
+}
+
+// e^M 2^-Emax = e^(M - Emax ln2), M = max(0, m). M and Emax ln2 nearly
+// cancel (M up to 2^20 for double), so ln2 is split in three (exact
+// products with Emax) and the difference loses nothing.
+template <class T>
+double softpick_eM_scaled(T emax, T m) noexcept {
+  using C = exp_constants<double>;
+  const double M = m > T(0) ? static_cast<double>(m) : 0.0;
+  const double E = static_cast<double>(emax);
+  return std::exp(((M - E * C::ln2_hi) - E * C::ln2_mid) - E * C::ln2_lo);
+}
+
+// (s + eps e^M 2^-Emax): the denominator in pass-2 units.
+template <class T>
+double softpick_denominator(double sum, T emax, T m, double eps) noexcept {
+  return sum + eps * softpick_eM_scaled(emax, m);
+}
+
+// The wide type of the scalar fallback.
+template <class T>
+using softpick_wide_t = std::conditional_t<std::is_same<T, float>::value, double, long double>;
+
+// Scalar softpick in a wider type, for the denominators whose inverse would
+// overflow T (every |x| < 2^-100 and eps < 2^-100).
+template <class T>
+void softpick_scalar(const T* x, T* y, std::size_t n, T eps) noexcept {
+  using Wd = softpick_wide_t<T>;
+  Wd m = -std::numeric_limits<Wd>::infinity();
+  for (std::size_t i = 0; i < n; ++i) m = std::max<Wd>(m, x[i]);
+  const Wd M = m > 0 ? m : Wd(0);
+  const auto num = [&](Wd v) -> Wd {
+    if (v == -std::numeric_limits<Wd>::infinity()) return 0;
+    return std::fabs(v) < 1 ? std::exp(-M) * std::expm1(v) : std::exp(v - M) - std::exp(-M);
+  };
+  Wd s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += std::fabs(num(x[i]));
+  const Wd den = s + static_cast<Wd>(eps);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Wd a = num(x[i]);
+    y[i] = (a > 0 && den > 0) ? static_cast<T>(a / den) : T(0);
+  }
+}
+
+// NaN -> all NaN (true); +inf entries -> 1 / (count + eps) there, 0
+// elsewhere (true); otherwise false (nothing written).
+template <class T>
+bool softpick_special(const T* x, T* y, std::size_t n, T eps) noexcept {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (x[i] != x[i]) {
+      fill(y, n, std::numeric_limits<T>::quiet_NaN());
+      return true;
+    }
+    count += (x[i] == inf);
+  }
+  if (count == 0) return false;
+  const T share = static_cast<T>(1.0 / (static_cast<double>(count) + static_cast<double>(eps)));
+  for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] == inf) ? share : T(0);
+  return true;
+}
+
+// max x above the two-pass range: e^(-M) underflows to 0 in T, so the
+// terms are e^(x - M) (0 for every x <= 0) and the kernel is softmax with
+// eps added to its sum.
+template <class A, class T>
+void softpick_huge(const T* x, T* y, std::size_t n, T eps, T m) noexcept {
+  using B = xsimd::batch<T, A>;
+  with_shifted_exp<A>(m, [&](auto ex) {
+    const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
+    const B inv(static_cast<T>(1.0 / (s + static_cast<double>(eps))));
+    map<A>(x, y, n, [&](B v) { return ex(v) * inv; });
+  });
+}
+
+constexpr double softpick_inv_max = 0x1p100;
+
+template <class A, class T>
+void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  double sum;
+  T emax, m;
+  if (!softpick_pass1<A>(x, n, sum, emax, m)) {
+    if (softpick_special(x, y, n, eps)) return;
+    return softpick_huge<A>(x, y, n, eps, m);
+  }
+  const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
+  if (den == 0) return fill(y, n, T(0));  // every x is 0 or -inf, eps = 0
+  if (!(1.0 / den <= softpick_inv_max)) return softpick_scalar(x, y, n, eps);
+  const softpick_term<A, T> term;
+  const normal_scale<A, T> out(1.0 / den, emax);
+  const B zero(T(0));
+  map<A>(x, y, n, [&](B v) {
+    B Kt;
+    const B t = term.positive(v, Kt);
+    return xsimd::select(v > zero, out(t, Kt), zero);
+  });
+}
+
+// softpick_backward. With D = sum_j |a_j| + eps (a_j = e^(x_j - M) - e^(-M))
+// and dot = sum_i dy_i y_i:
+//     dx_k = (e^(x_k - M) / D) (1[x_k > 0] dy_k - sign(x_k) dot)
+//            - [k = first argmax, max x > 0] eps dot / D
+// The last term is the dependence through M (y depends on M only through
+// eps e^M in the unshifted form relu(e^x - 1) / (sum |e^x - 1| + eps e^M));
+// at x_k = 0 the subgradient 0 is used for |a_k|. -inf entries get 0. NaN
+// in x gives NaN everywhere; +inf in x gives 0 everywhere (the limit).
+template <class A, class T>
+void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T eps) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const double dot = sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; });
+  double sum;
+  T emax, m;
+  // dx may alias x: locate the first argmax before anything is written.
+  const auto first_argmax = [&]() {
+    std::size_t k = 0;
+    while (k < n && !(x[k] == m)) ++k;
+    return k;
+  };
+  const B zero(T(0));
+  const auto combine = [&](B v, B g, B e) {
+    // e = e^(x - M) / D
+    const B gd(static_cast<T>(dot));
+    const B h = xsimd::select(v > zero, g - gd, xsimd::select(v < zero, gd, zero));
+    return e * h;
+  };
+  if (softpick_pass1<A>(x, n, sum, emax, m)) {
+    const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
+    const double inv = 1.0 / den;
+    if (den == 0 || !(inv <= softpick_inv_max)) {
+      // Degenerate denominators (every |x| below 2^-100): the gradient in
+      // the wide type, one element at a time.
+      using Wd = softpick_wide_t<T>;
+      Wd s = 0, mw = m;
+      const Wd M = mw > 0 ? mw : Wd(0);
+      for (std::size_t i = 0; i < n; ++i)
+        if (x[i] != -std::numeric_limits<T>::infinity()) s += std::fabs(std::exp(-M) * std::expm1(Wd(x[i])));
+      const Wd D = s + eps;
+      const std::size_t k = m > T(0) ? first_argmax() : n;
+      for (std::size_t i = 0; i < n; ++i) {
+        const Wd e = D > 0 ? std::exp(Wd(x[i]) - M) / D : Wd(0);
+        const Wd h = x[i] > 0 ? Wd(dy[i]) - Wd(dot) : (x[i] < 0 ? Wd(dot) : Wd(0));
+        dx[i] = static_cast<T>(e * h - (i == k && D > 0 ? Wd(eps) * Wd(dot) / D : Wd(0)));
+      }
+      return;
+    }
+    const std::size_t k = m > T(0) ? first_argmax() : n;
+    // e^(x - M) / D = e^x 2^-Emax / den = p 2^(K - Emax) * inv.
+    const B invb(static_cast<T>(inv)), eb(emax);
+    const B floor(-single_pass_limits<T>::limit);
+    map2<A>(x, dy, dx, n, [&](B v, B g) {
+      B p, K;
+      extexp<A, T>(xsimd::max(floor, v), p, K);
+      const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, ldexp_small<A, T>(p, K - eb) * invb);
+      return combine(v, g, e);
+    });
+    if (k < n) {
+      const double term = static_cast<double>(eps) * softpick_eM_scaled(emax, m) * inv * dot;
+      dx[k] = static_cast<T>(static_cast<double>(dx[k]) - term);
+    }
+    return;
+  }
+  {
+    bool nan = false;
+    std::size_t posinf = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      nan |= (x[i] != x[i]);
+      posinf += (x[i] == std::numeric_limits<T>::infinity());
+    }
+    if (nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
+    if (posinf) return fill(dx, n, T(0));
+    // Max beyond the range (so > 0): e^(-M) is 0 in T, D = sum e^(x - M) + eps.
+    const std::size_t k = first_argmax();
+    with_shifted_exp<A>(m, [&](auto ex) {
+      const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
+      const double den = s + static_cast<double>(eps);
+      const B invb(static_cast<T>(1.0 / den));
+      map2<A>(x, dy, dx, n, [&](B v, B g) { return combine(v, g, ex(v) * invb); });
+      if (k < n) dx[k] = static_cast<T>(static_cast<double>(dx[k]) - static_cast<double>(eps) / den * dot);
+    });
+  }
+}
+
+}  // namespace detail
+}  // namespace smax

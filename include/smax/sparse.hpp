@@ -1,0 +1,902 @@
+// smax — the sparse family: sparsemax, 1.5-entmax and alpha-entmax (Blondel
+// et al.'s bisection), and their vector-Jacobian products, in expected
+// linear time without sorting.
+//
+// Every forward kernel has the same shape (d_i = x_i - m, m = max x):
+//
+//   pass 1  m = max x (and whether x holds a NaN), and on the way   read n
+//           the candidates d_i > -r against the running max, into
+//           y itself (r = 1/(alpha-1): 1 for sparsemax, 2 for 1.5-entmax)
+//   solve   the threshold t on the candidates only, in double
+//   pass 2  y_i = ((alpha-1) (x_i - (m + t)))_+^(1/(alpha-1))      read n, write n
+//
+// (In place, the candidates go to a stack buffer; if they overflow it, a
+// second read of x collects them against the final max.)
+//
+// Why only the candidates: the largest entry alone has output
+// ((alpha-1)(0 - t))^(1/(alpha-1)) <= 1, so t >= -r, and every entry with
+// d_i <= -r is outside the support. For logits of spread sigma that is the
+// top few hundred entries of a million, so the solve costs nothing next to
+// the passes; when every entry is a candidate (a narrow input) the solve is
+// still linear in expectation (see sparse_threshold).
+//
+// Exactness. The solve works on d_i in double (exact for float input, and
+// x - m needs no rounding near the max when |m| >= 2r by Sterbenz), finds the
+// support, then solves the threshold on it in closed form (sparsemax,
+// 1.5-entmax) or by Newton's method to full double precision (alpha-entmax).
+// The threshold m + t is kept as an unevaluated pair hi + lo of T, so that
+// (x - hi) - lo is x - (m + t) to within one rounding of the result even when
+// the output is tiny against |x| (x - hi is exact by Sterbenz there), and
+// even for |m| near the largest finite T.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "backward.hpp"
+#include "exp.hpp"
+#include "reduce.hpp"
+#include "softmax.hpp"
+
+namespace smax {
+namespace detail {
+
+// --------------------------------------------------------------- pass 1 --
+
+// max over x, or NaN when x holds a NaN. xsimd::max's NaN behaviour differs
+// between ISAs, so NaN is tracked separately, as "not x == x": xsimd 8.1's
+// x != x is false for NaN on AVX/AVX-512 (an ordered compare) and true on SSE2.
+template <class A, class T>
+T max_or_nan(const T* x, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  B m0(ninf), m1(ninf), m2(ninf), m3(ninf);
+  auto ok = B(T(0)) == B(T(0));  // all true
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const B v0 = B::load_unaligned(x + i), v1 = B::load_unaligned(x + i + W);
+    const B v2 = B::load_unaligned(x + i + 2 * W), v3 = B::load_unaligned(x + i + 3 * W);
+    m0 = xsimd::max(m0, v0);
+    m1 = xsimd::max(m1, v1);
+    m2 = xsimd::max(m2, v2);
+    m3 = xsimd::max(m3, v3);
+    ok = ok & ((v0 == v0) & (v1 == v1)) & ((v2 == v2) & (v3 == v3));
+  }
+  for (; i + W <= n; i += W) {
+    const B v = B::load_unaligned(x + i);
+    m0 = xsimd::max(m0, v);
+    ok = ok & (v == v);
+  }
+  if (i < n) {
+    const B v = load_partial<A>(x + i, n - i, ninf);
+    m1 = xsimd::max(m1, v);
+    ok = ok & (v == v);
+  }
+  if (!xsimd::all(ok)) return std::numeric_limits<T>::quiet_NaN();
+  return hmax<A>(xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3)));
+}
+
+// --------------------------------------------------------------- pass 2 --
+
+// Where the candidates go: y itself when the call is out of place (y is
+// free until the output pass, and its pages are the caller's, already
+// mapped), else a stack buffer, then a heap one grown geometrically. They are
+// stored as the T values x_i; the solve computes d_i = x_i - m in double.
+template <class T>
+class candidate_store {
+ public:
+  static constexpr std::size_t stack_capacity = 2048;
+  candidate_store(T* spare, std::size_t spare_capacity) noexcept
+      : data_(spare ? spare : stack_), cap_(spare ? spare_capacity : stack_capacity) {}
+  candidate_store(const candidate_store&) = delete;
+  candidate_store& operator=(const candidate_store&) = delete;
+  T* data() noexcept { return data_; }
+  // Room for `need` values, keeping the first `used`; never more than `bound`.
+  void reserve(std::size_t need, std::size_t used, std::size_t bound) {
+    if (need <= cap_) return;
+    const std::size_t cap = std::min(std::max(need, 2 * cap_), std::max(need, bound));
+    std::unique_ptr<T[]> h(new T[cap]);
+    std::memcpy(h.get(), data_, used * sizeof(T));
+    heap_ = std::move(h);
+    data_ = heap_.get();
+    cap_ = cap;
+  }
+
+ private:
+  T stack_[stack_capacity];
+  std::unique_ptr<T[]> heap_;
+  T* data_;
+  std::size_t cap_;
+};
+
+// A T at or below the largest T under m - r (r > 0, may be +inf): x > cut
+// keeps every x with x - m > -r, and a few more, never fewer.
+template <class T>
+T candidate_cut(T m, double r) noexcept {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  const double c = static_cast<double>(m) - r;
+  if (!(c >= -static_cast<double>(std::numeric_limits<T>::max()))) return ninf;
+  return std::nextafter(static_cast<T>(c), ninf);
+}
+
+// Copies every x_i > cut to the store, in order; returns how many. Vectors
+// without a candidate (nearly all, for spread-out logits) cost one compare;
+// the others are copied lane by lane without branches.
+template <class A, class T>
+std::size_t collect_candidates(const T* x, std::size_t n, T cut, candidate_store<T>& store) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  const B cv(cut);
+  std::size_t k = 0, i = 0;
+  const auto take = [&](std::size_t start, std::size_t count) {
+    store.reserve(k + count, k, k + (n - start));
+    T* b = store.data();
+    for (std::size_t l = 0; l < count; ++l) {
+      const T v = x[start + l];
+      b[k] = v;
+      k += (v > cut);
+    }
+  };
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const auto hit = ((B::load_unaligned(x + i) > cv) | (B::load_unaligned(x + i + W) > cv)) |
+                     ((B::load_unaligned(x + i + 2 * W) > cv) | (B::load_unaligned(x + i + 3 * W) > cv));
+    if (xsimd::any(hit)) take(i, 4 * W);
+  }
+  for (; i + W <= n; i += W)
+    if (xsimd::any(B::load_unaligned(x + i) > cv)) take(i, W);
+  if (i < n) take(i, n - i);
+  return k;
+}
+
+// Appends the lanes of v where `keep` holds to b[k..] in order; returns the
+// new count. b must have room for a whole vector at b + k. AVX-512 has a
+// compress instruction (to a register, then a plain store: vcompressps to
+// memory is microcoded on AMD); elsewhere lane by lane without branches.
+template <class A, class T>
+SMAX_INLINE std::size_t append_where(T* b, std::size_t k, xsimd::batch<T, A> v, xsimd::batch_bool<T, A> keep) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    if constexpr (std::is_same<T, float>::value) {
+      const __mmask16 mk = keep.data;
+      _mm512_storeu_ps(b + k, _mm512_maskz_compress_ps(mk, v));
+      return k + static_cast<std::size_t>(__builtin_popcount(mk));
+    } else {
+      const __mmask8 mk = keep.data;
+      _mm512_storeu_pd(b + k, _mm512_maskz_compress_pd(mk, v));
+      return k + static_cast<std::size_t>(__builtin_popcount(mk));
+    }
+  }
+#endif
+  constexpr std::size_t W = xsimd::batch<T, A>::size;
+  alignas(64) T lanes[W];
+  alignas(64) bool kept[W];
+  v.store_aligned(lanes);
+  keep.store_aligned(kept);
+  for (std::size_t l = 0; l < W; ++l) {
+    b[k] = lanes[l];
+    k += kept[l];
+  }
+  return k;
+}
+
+// Passes 1 and 2 in one read of x: the max (NaN when x holds a NaN), and the
+// candidates against the running max. The running max never exceeds m, so
+// its cut never exceeds the final one: every x_i > m - r is collected, plus
+// some that the final max rules out, which the solve drops in its first
+// pass. The cut starts from the max of the first 1024 entries and is
+// refreshed from the lanes' maxima every 16 chunks. Collection stops when
+// it would pass `limit` (in place: the stack buffer); `complete` then says
+// the caller must collect again against the final max (collect_candidates).
+template <class A, class T>
+T max_and_candidates(const T* x, std::size_t n, double r, candidate_store<T>& store, std::size_t limit,
+                     std::size_t& count, bool& complete) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  constexpr std::size_t refresh = 16;
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  count = 0;
+  complete = true;
+  const T seed = max_or_nan<A>(x, std::min<std::size_t>(n, 1024));
+  if (seed != seed) return seed;
+  T cut = candidate_cut(seed, r);
+  B cv(cut);
+  B m0(seed), m1(ninf), m2(ninf), m3(ninf);
+  auto ok = B(T(0)) == B(T(0));
+  std::size_t i = 0, k = 0, since = 0;
+  const auto lanes_max = [&] { return hmax<A>(xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3))); };
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const B v0 = B::load_unaligned(x + i), v1 = B::load_unaligned(x + i + W);
+    const B v2 = B::load_unaligned(x + i + 2 * W), v3 = B::load_unaligned(x + i + 3 * W);
+    m0 = xsimd::max(m0, v0);
+    m1 = xsimd::max(m1, v1);
+    m2 = xsimd::max(m2, v2);
+    m3 = xsimd::max(m3, v3);
+    ok = ok & ((v0 == v0) & (v1 == v1)) & ((v2 == v2) & (v3 == v3));
+    if (complete) {
+      const auto h0 = v0 > cv, h1 = v1 > cv, h2 = v2 > cv, h3 = v3 > cv;
+      if (xsimd::any((h0 | h1) | (h2 | h3))) {
+        if (k + 4 * W > limit) {
+          complete = false;
+        } else {
+          store.reserve(k + 4 * W, k, n);
+          T* b = store.data();
+          k = append_where<A>(b, k, v0, h0);
+          k = append_where<A>(b, k, v1, h1);
+          k = append_where<A>(b, k, v2, h2);
+          k = append_where<A>(b, k, v3, h3);
+        }
+      }
+    }
+    if (++since == refresh) {
+      since = 0;
+      if (!xsimd::all(ok)) return std::numeric_limits<T>::quiet_NaN();
+      cut = candidate_cut(lanes_max(), r);
+      cv = B(cut);
+    }
+  }
+  for (; i < n; i += W) {
+    const std::size_t len = std::min(W, n - i);
+    const B v = len == W ? B::load_unaligned(x + i) : load_partial<A>(x + i, len, ninf);
+    m0 = xsimd::max(m0, v);
+    ok = ok & (v == v);
+    if (complete && xsimd::any(v > cv)) {
+      if (k + W > limit) {
+        complete = false;
+      } else {
+        store.reserve(k + W, k, n);
+        T* b = store.data();
+        for (std::size_t l = 0; l < len; ++l) {
+          b[k] = x[i + l];
+          k += (x[i + l] > cut);
+        }
+      }
+    }
+  }
+  if (!xsimd::all(ok)) return std::numeric_limits<T>::quiet_NaN();
+  count = k;
+  return lanes_max();
+}
+
+// ------------------------------------------------------------ the power --
+
+// ln u for double u > 0 (normal or subnormal), to about 1 ulp. xsimd 8.1's
+// double log converts the exponent with an int64 -> double instruction that
+// SSE2, AVX2 and AVX-512F lack, and falls back to scalar code (measured
+// 3-4 ns per element on AVX-512); here the exponent field is turned into a
+// double with the 2^52 magic-number trick, all in vector integer logic.
+// u = 2^e f with f in [sqrt(1/2), sqrt(2)); ln f = 2 atanh(s), s = (f-1)/(f+1),
+// |s| <= 0.1716, by its Taylor series 2 s sum_k s^(2k)/(2k+1): 12 terms
+// reach 2^-56 relative (0.1716^24 / 25 < 2^-66).
+template <class A>
+SMAX_INLINE xsimd::batch<double, A> log_f64(xsimd::batch<double, A> u) noexcept {
+  using D = xsimd::batch<double, A>;
+  using U = xsimd::batch<std::uint64_t, A>;
+  const auto sub = u < D(0x1p-1022);
+  u = xsimd::select(sub, u * D(0x1p54), u);
+  const U bits = xsimd::bitwise_cast<U>(u);
+  // 2^52 + exponent field, read as a double: exact.
+  D e = xsimd::bitwise_cast<D>((bits >> 52) | U(0x4330000000000000ull)) -
+        xsimd::select(sub, D(0x1p52 + 1023.0 + 54.0), D(0x1p52 + 1023.0));
+  D f = xsimd::bitwise_cast<D>((bits & U(0x000FFFFFFFFFFFFFull)) | U(0x3FF0000000000000ull));
+  const auto big = f > D(1.4142135623730951);
+  f = xsimd::select(big, f * D(0.5), f);
+  e = xsimd::select(big, e + D(1.0), e);
+  const D s = (f - D(1.0)) / (f + D(1.0));
+  const D z = s * s;
+  D q(1.0 / 23);
+  for (int k = 10; k >= 0; --k) q = xsimd::fma(q, z, D(1.0 / (2 * k + 1)));
+  // e ln2 split in two: e * ln2_hi is exact for |e| < 2^11.
+  const D ln2_hi(0x1.62e42fefa38p-1), ln2_lo(0x1.ef35793c7673p-45);
+  return xsimd::fma(e, ln2_hi, xsimd::fma(e, ln2_lo, D(2.0) * s * q));
+}
+
+// u^p for double u > 0 and p > 0: e^(p ln u), with smax's own exp (exp.hpp,
+// no integer conversions either). u <= 1 here up to rounding, so p ln u is
+// at most a few ulp above 0 and the result is at most 1 plus rounding.
+template <class A>
+SMAX_INLINE xsimd::batch<double, A> pow_f64(xsimd::batch<double, A> u, double p) noexcept {
+  using D = xsimd::batch<double, A>;
+  const shifted_exp<A, double, false> ex(0.0);
+  return ex(D(p) * log_f64<A>(u));
+}
+
+// ---------------------------------------------------------------- solve --
+
+// Stores the lanes of the double batch v where `keep` holds to b[j..] as T,
+// in order (exact: v holds T values); returns the new count. Writes a whole
+// batch at b + j (the caller's j <= the index v was loaded from). AVX-512F
+// compresses in a register; elsewhere lane by lane without branches.
+template <class A, class T>
+SMAX_INLINE std::size_t compact_store(T* b, std::size_t j, xsimd::batch<double, A> v,
+                                      xsimd::batch_bool<double, A> keep) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    const __mmask8 mk = keep.data;
+    const __m512d c = _mm512_maskz_compress_pd(mk, v);
+    if constexpr (std::is_same<T, float>::value)
+      _mm256_storeu_ps(b + j, _mm512_cvtpd_ps(c));
+    else
+      _mm512_storeu_pd(b + j, c);
+    return j + static_cast<std::size_t>(__builtin_popcount(mk));
+  }
+#endif
+  constexpr std::size_t W = xsimd::batch<double, A>::size;
+  alignas(64) double lanes[W];
+  alignas(64) bool kept[W];
+  v.store_aligned(lanes);
+  keep.store_aligned(kept);
+  for (std::size_t l = 0; l < W; ++l) {
+    b[j] = static_cast<T>(lanes[l]);
+    j += kept[l];
+  }
+  return j;
+}
+
+// One pass over the candidates b[0..k) (T values; d = x - m in double):
+// keeps, in order and in place, the entries with lo < d < hi; calls
+// stat(d, keep-mask) on every batch of doubles and flush() every block of
+// batches and at the end (stat's per-lane sums go to compensated totals
+// there, so their error does not grow with k); returns how many were kept.
+template <class A, class T, class Stat, class Flush>
+std::size_t filter_pass(T* b, std::size_t k, double m, double lo, double hi, Stat&& stat, Flush&& flush) noexcept {
+  using D = xsimd::batch<double, A>;
+  constexpr std::size_t W = D::size;
+  constexpr std::size_t block = 64;
+  const D md(m), lov(lo), hiv(hi);
+  const auto keep1 = [&](T v) {
+    const double d = static_cast<double>(v) - m;  // the same operation as the batch's
+    return (d > lo) & (d < hi);
+  };
+  std::size_t j = 0, i = 0, in_block = 0;
+  // Compacts one batch loaded from b + at (at >= j: never overwrites an
+  // unread value).
+  const auto compact = [&](std::size_t at, D v, decltype(lov > hiv) keep) {
+    if (xsimd::all(keep)) {
+      if (j != at)
+        for (std::size_t l = 0; l < W; ++l) b[j + l] = b[at + l];  // j < at: forward copy is safe
+      j += W;
+    } else if (xsimd::any(keep)) {
+      j = compact_store<A>(b, j, v, keep);
+    }
+  };
+  // Four batches per step: their stat computations (a power each, for
+  // alpha-entmax) are independent chains the core overlaps.
+  for (; i + 4 * W <= k; i += 4 * W) {
+    in_block += 4;
+    if (in_block >= block) {
+      flush();
+      in_block = 0;
+    }
+    const D v0 = D::load_unaligned(b + i), v1 = D::load_unaligned(b + i + W);  // float -> double is exact
+    const D v2 = D::load_unaligned(b + i + 2 * W), v3 = D::load_unaligned(b + i + 3 * W);
+    const D d0 = v0 - md, d1 = v1 - md, d2 = v2 - md, d3 = v3 - md;
+    const auto k0 = (d0 > lov) & (d0 < hiv), k1 = (d1 > lov) & (d1 < hiv);
+    const auto k2 = (d2 > lov) & (d2 < hiv), k3 = (d3 > lov) & (d3 < hiv);
+    stat(d0, k0);
+    stat(d1, k1);
+    stat(d2, k2);
+    stat(d3, k3);
+    compact(i, v0, k0);
+    compact(i + W, v1, k1);
+    compact(i + 2 * W, v2, k2);
+    compact(i + 3 * W, v3, k3);
+  }
+  for (; i + W <= k; i += W) {
+    const D v = D::load_unaligned(b + i);
+    const D d = v - md;
+    const auto keep = (d > lov) & (d < hiv);
+    stat(d, keep);
+    compact(i, v, keep);
+  }
+  if (i < k) {
+    alignas(64) double tail[W];
+    for (std::size_t l = 0; l < W; ++l) tail[l] = i + l < k ? static_cast<double>(b[i + l]) - m : -std::numeric_limits<double>::infinity();
+    const D d = D::load_aligned(tail);
+    stat(d, (d > lov) & (d < hiv));
+    for (std::size_t l = i; l < k; ++l) {
+      const T v1 = b[l];
+      b[j] = v1;
+      j += keep1(v1);
+    }
+  }
+  flush();
+  return j;
+}
+
+// The threshold t of sparsemax (P = 1) and 1.5-entmax (P = 2) on the
+// candidates b[0..k) (destroyed): the root of
+//     G(t) = sum_i (d_i - t)_+^P = P^P     (sparsemax: 1, 1.5-entmax: 4),
+// G convex and decreasing; -P <= t < 0.
+//
+// Newton's method from the left (t a lower bound, G(t) >= P^P): for a convex
+// G every step stays a lower bound, and for P = 1 it is Michelot's
+// algorithm. Each pass drops the entries d <= t (outside the support) and
+// tries the closed form on the rest (sum of (e - w) and count for P = 1, the
+// smaller root of the quadratic for P = 2, e = d - t); it is the exact
+// threshold when every kept entry stays above it. Sums are taken relative to
+// the current t, so no term cancels (all e > 0). The closed form evaluated
+// far below the root loses digits (its discriminant cancels like the moments
+// of e do), so once the support is known one more pass re-evaluates it
+// relative to the threshold just found: that correction is tiny and exact.
+//
+// Expected linear time: when a pass removes less than a quarter of the
+// entries, a pivot step (median of three random entries v) follows: if
+// G(v) >= P^P then t jumps to v and beyond, else every entry >= v is in the
+// support and moves to the "known" moments (taken relative to v, so they
+// stay positive too). Either way an expected constant fraction goes.
+template <class A, int P, class T>
+double sparse_threshold(T* b, std::size_t k, double m, int* passes = nullptr) noexcept {
+  using B = xsimd::batch<double, A>;
+  constexpr double target = P == 1 ? 1.0 : 4.0;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  double t = -static_cast<double>(P);  // the max alone gives G(-P) = P^P
+  double cut = t;                      // entries d <= cut are out
+  bool refining = false;
+  // Known support: count, sum (d - R), sum (d - R)^2, every such d >= R > t*.
+  double kc = 0, k1 = 0, k2 = 0, R = 0;
+  std::uint64_t rng = 0x9E3779B97F4A7C15ull;
+  const auto random_index = [&](std::size_t size) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return static_cast<std::size_t>(rng % size);
+  };
+  int pass_count = 0;
+  struct report {  // the passes taken, on every return
+    int& count;
+    int* out;
+    ~report() {
+      if (out) *out = count;
+    }
+  } rep{pass_count, passes};
+  for (int iter = 0; iter < 10000; ++iter) {
+    const std::size_t before = k;
+    ++pass_count;
+    B c(0.0), s1(0.0), s2(0.0), mn(inf);
+    compensated<A, double> s1c, s2c;
+    const B tv(t);
+    k = filter_pass<A>(
+        b, k, m, cut, inf,
+        [&](B v, auto keep) {
+          const B e = v - tv;
+          c += xsimd::select(keep, B(1.0), B(0.0));
+          s1 += xsimd::select(keep, e, B(0.0));
+          if (P == 2) s2 += xsimd::select(keep, e * e, B(0.0));
+          mn = xsimd::min(mn, xsimd::select(keep, e, B(inf)));
+        },
+        [&] {
+          s1c.add(s1);
+          s2c.add(s2);
+          s1 = s2 = B(0.0);
+        });
+    double cnt = hsum<A>(c), S1 = hsum<A>(s1c.value()), S2 = hsum<A>(s2c.value());
+    const double mine = -hmax<A>(-mn);  // +inf when nothing is left
+    if (kc > 0) {
+      const double g = R - t;  // > 0
+      cnt += kc;
+      S2 += k2 + 2 * g * k1 + kc * g * g;
+      S1 += k1 + kc * g;
+    }
+    if (!(cnt > 0)) return t;
+    // Closed form assuming the support is exactly what is left.
+    double w;
+    if (P == 1) {
+      w = (S1 - 1.0) / cnt;
+    } else {
+      const double F = S2 - 4.0, disc = S1 * S1 - cnt * F;
+      w = disc >= 0 ? F / (S1 + std::sqrt(disc)) : std::numeric_limits<double>::quiet_NaN();
+    }
+    if (w <= mine && (kc == 0 || t + w < R)) {
+      if (refining) return t + w;
+      cut = t;  // the same entries, measured from the new t
+      t += w;
+      refining = true;
+      continue;
+    }
+    // The re-evaluation found an entry within rounding of t: keep the first
+    // closed form.
+    if (refining) return t;
+    // Newton step from the lower bound t.
+    const double step = P == 1 ? w : (S2 - 4.0) / (2.0 * S1);
+    if (!(step > 0)) return t;  // at the root to rounding
+    t += step;
+    cut = t;
+    if (k > 64 && (before - k) * 4 < before) {
+      // Pivot step on the median of three random entries.
+      const auto at = [&](std::size_t idx) { return static_cast<double>(b[idx]) - m; };
+      const double p0 = at(random_index(k)), p1 = at(random_index(k)), p2 = at(random_index(k));
+      const double v = std::max(std::min(p0, p1), std::min(std::max(p0, p1), p2));
+      B cg(0.0), cge(0.0), q1(0.0), q2(0.0);
+      compensated<A, double> q1c, q2c;
+      const B vv(v);
+      ++pass_count;
+      filter_pass<A>(
+          b, k, m, -inf, inf,
+          [&](B d, auto keep) {
+            const auto ge = keep & (d >= vv);
+            const B e = d - vv;
+            cg += xsimd::select(keep & (d > vv), B(1.0), B(0.0));
+            cge += xsimd::select(ge, B(1.0), B(0.0));
+            q1 += xsimd::select(ge, e, B(0.0));
+            if (P == 2) q2 += xsimd::select(ge, e * e, B(0.0));
+          },
+          [&] {
+            q1c.add(q1);
+            q2c.add(q2);
+            q1 = q2 = B(0.0);
+          });
+      double Cg = hsum<A>(cg), Q1 = hsum<A>(q1c.value()), Q2 = hsum<A>(q2c.value());
+      const double Cge = hsum<A>(cge);
+      const double g = kc > 0 ? R - v : 0.0;  // known entries are >= R > v
+      const double G = P == 1 ? Q1 + k1 + kc * g : Q2 + k2 + 2 * g * k1 + kc * g * g;
+      if (G >= target) {
+        // v is a lower bound; Newton from it is a better one.
+        Cg += kc;
+        Q1 += k1 + kc * g;
+        const double nv = v + (P == 1 ? (G - 1.0) / Cg : (G - 4.0) / (2.0 * Q1));
+        t = std::max(t, std::max(v, nv));
+        cut = t;
+      } else {
+        // v > t*: every entry >= v is in the support; move them to the
+        // known moments, re-expressed relative to R = v.
+        k2 += 2 * g * k1 + kc * g * g;
+        k1 += kc * g;
+        k1 += Q1;
+        k2 += Q2;
+        kc += Cge;
+        R = v;
+        ++pass_count;
+        k = filter_pass<A>(b, k, m, -inf, v, [](B, auto) {}, [] {});
+      }
+    }
+  }
+  return t;
+}
+
+// Iterations one entmax_bisect threshold search took: bisection steps (until
+// the support was known or n_iter ran out) and Newton steps after them.
+struct bisect_count {
+  int bisection = 0;
+  int newton = 0;
+};
+
+// The threshold t of alpha-entmax on the candidates b[0..k) (destroyed): the
+// root of F(t) = sum_i (am1 (d_i - t))_+^p = 1, p = 1/am1, t in [-p, 0).
+// Blondel et al.'s bisection on t (vectorized over the candidates, each step
+// dropping the entries below the bracket), stopped as soon as no candidate
+// lies inside the bracket (lo, hi]: then the support is known, F is smooth
+// on the bracket, and Newton's method (from the side where it converges
+// monotonically: lo for a convex F, p >= 1; hi for a concave F, p < 1;
+// bisection whenever a step would leave the bracket) finishes at full double
+// precision in a few steps. n_iter bounds the bisection; the safeguarded
+// Newton phase makes the result exact for any n_iter, 0 included.
+template <class A, class T>
+double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, bisect_count* count) noexcept {
+  using B = xsimd::batch<double, A>;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const double p = 1.0 / am1;
+  const bool p1 = p == 1.0, p2 = p == 2.0;
+  double lo = -p, hi = 0.0;
+  double F = 0, Fp = 0, c_at = 0, c_hi = 0;
+  // F and -F' = sum phi/u at t; counts of entries > t and > hi; drops d <= lo.
+  const auto evaluate = [&](double t) {
+    B f(0.0), fp(0.0), ca(0.0), ch(0.0);
+    compensated<A, double> fc, fpc;
+    const B tv(t), hv(hi), a(am1);
+    k = filter_pass<A>(b, k, m, lo, inf, [&](B v, auto keep) {
+      const auto pos = keep & (v > tv);
+      const B u = xsimd::select(pos, a * (v - tv), B(1.0));  // ln's argument stays positive
+      B phi, dphi;  // u^p and u^(p-1) (= -d phi / dt)
+      if (p1) {
+        phi = u;
+        dphi = B(1.0);
+      } else if (p2) {
+        phi = u * u;
+        dphi = u;
+      } else {
+        phi = pow_f64<A>(u, p);
+        dphi = phi / u;
+      }
+      f += xsimd::select(pos, phi, B(0.0));
+      fp += xsimd::select(pos, dphi, B(0.0));
+      ca += xsimd::select(pos, B(1.0), B(0.0));
+      ch += xsimd::select(keep & (v > hv), B(1.0), B(0.0));
+    }, [&] {
+      fc.add(f);
+      fpc.add(fp);
+      f = fp = B(0.0);
+    });
+    F = hsum<A>(fc.value());
+    Fp = hsum<A>(fpc.value());
+    c_at = hsum<A>(ca);
+    c_hi = hsum<A>(ch);
+  };
+
+  // For p > 1, cheap passes first (no powers): for any set C of entries,
+  // the power-mean inequality gives am1 (mean_C d - t) <= |C|^(-1/p), i.e.
+  // t >= mean_C d - p |C|^(-am1); applied to C = {d > lo} and repeated
+  // (Michelot's iteration for p = 1), it drops most of a dense candidate set
+  // before any power is taken.
+  if (p > 1.0) {
+    for (int it = 0; it < 64 && k > 64; ++it) {
+      const std::size_t before = k;
+      B c(0.0), s(0.0);
+      compensated<A, double> sc;
+      k = filter_pass<A>(b, k, m, lo, inf,
+                         [&](B v, auto keep) {
+                           c += xsimd::select(keep, B(1.0), B(0.0));
+                           s += xsimd::select(keep, v, B(0.0));
+                         },
+                         [&] {
+                           sc.add(s);
+                           s = B(0.0);
+                         });
+      const double cnt = hsum<A>(c);
+      const double bound = hsum<A>(sc.value()) / cnt - p * std::pow(cnt, -am1);
+      const double safe = bound - 0x1p-40 * (std::fabs(bound) + p);  // sums and pow round
+      if (!(safe > lo)) break;
+      lo = std::min(safe, hi);
+      if (it > 0 && (before - k) * 8 < before) break;  // converging slowly: bisection takes over
+    }
+  }
+
+  int nb = 0, nn = 0;
+  while (nb < n_iter) {
+    const double mid = 0.5 * (lo + hi);
+    if (!(mid > lo && mid < hi)) break;
+    evaluate(mid);
+    ++nb;
+    double undecided;
+    if (F >= 1.0) {
+      undecided = c_at - c_hi;  // entries in (mid, hi] (or fewer, below)
+      lo = mid;
+      // For p >= 1 F is convex, so Newton's step from mid is a lower bound
+      // too, and a much better one near the root: bisection keeps the
+      // upper side, Newton the lower (a margin of a few ulp covers the
+      // rounding of the step).
+      if (p >= 1.0 && Fp > 0) {
+        const double step = (F - 1.0) / Fp;
+        const double nl = mid + step;
+        lo = std::max(lo, std::min(nl - 0x1p-50 * std::fabs(nl), hi));
+        if (step <= 0x1p-50 * std::fabs(nl)) break;  // converged: Newton finishes
+      }
+    } else {
+      undecided = static_cast<double>(k) - c_at;  // entries in (lo, mid]
+      hi = mid;
+    }
+    if (undecided == 0) break;
+  }
+
+  double t = p >= 1.0 ? lo : hi;
+  double result = t;
+  for (int it = 0; it < 200; ++it) {
+    evaluate(t);
+    ++nn;
+    if (F >= 1.0)
+      lo = t;
+    else
+      hi = t;
+    double next = t + (F - 1.0) / Fp;  // Newton: F' = -Fp
+    if (!(Fp > 0) || !(next >= lo && next <= hi)) next = 0.5 * (lo + hi);
+    const double tol = 0x1p-51 * std::max(std::fabs(t), 0x1p-60 * p);
+    if (std::fabs(next - t) <= tol || F == 1.0) {
+      result = F == 1.0 ? t : next;
+      break;
+    }
+    t = next;
+    result = t;
+  }
+  if (count) {
+    count->bisection = nb;
+    count->newton = nn;
+  }
+  return result;
+}
+
+// m + t as an unevaluated pair hi + lo of T (Knuth's TwoSum in double, then
+// split to T), exact to double rounding at any magnitude of m.
+template <class T>
+void split_threshold(T m, double t, T& hi, T& lo) noexcept {
+  const double a = static_cast<double>(m);
+  const double s = a + t;
+  const double bb = s - a;
+  const double err = (a - (s - bb)) + (t - bb);
+  hi = static_cast<T>(s);
+  lo = static_cast<T>((s - static_cast<double>(hi)) + err);
+}
+
+// The special inputs, shared by every forward kernel: NaN -> all NaN; +inf
+// entries share the mass equally (the limit of every member of the family);
+// all -inf -> all 0. Returns false when m is finite (the normal path).
+template <class T>
+bool sparse_nonfinite(const T* x, T* y, std::size_t n, T m) noexcept {
+  if (m != m) {
+    fill(y, n, std::numeric_limits<T>::quiet_NaN());
+    return true;
+  }
+  if (is_finite(m)) return false;
+  softmax_nonfinite(x, y, n, false);
+  return true;
+}
+
+// ---------------------------------------------------------------- kernels --
+
+// sparsemax (P = 1) and 1.5-entmax (P = 2).
+template <class A, class T, int P>
+void sparse_forward(const T* x, T* y, std::size_t n) {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const double r = P;
+  candidate_store<T> store(x == y ? nullptr : y, n);
+  std::size_t k;
+  bool complete;
+  const T m = max_and_candidates<A>(x, n, r, store, x == y ? store.stack_capacity : n, k, complete);
+  if (sparse_nonfinite(x, y, n, m)) return;
+  if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, r), store);
+  const double t = sparse_threshold<A, P>(store.data(), k, static_cast<double>(m));
+  T hi, lo;
+  split_threshold(m, t, hi, lo);
+  const B hv(hi), lv(lo), zero(T(0));
+  if (P == 1) {
+    map<A>(x, y, n, [&](B v) { return xsimd::max((v - hv) - lv, zero); });
+  } else {
+    const B half(T(0.5));
+    map<A>(x, y, n, [&](B v) {
+      const B s = xsimd::max((v - hv) - lv, zero) * half;
+      return s * s;
+    });
+  }
+}
+
+// y = (am1 (x - (hi + lo)))_+^p for a general p, computed in double (for
+// float the power is then exact to the final rounding); vectors without a
+// support entry (nearly all) are just zeros.
+template <class A, class T>
+struct entmax_power {
+  using B = xsimd::batch<T, A>;
+  using D = xsimd::batch<double, A>;
+  double am1, p;
+  T hi, lo;
+
+  SMAX_INLINE D power(D s) const noexcept {
+    const auto pos = s > D(0.0);
+    const D u = xsimd::select(pos, D(am1) * s, D(1.0));  // keeps ln's argument positive
+    return xsimd::select(pos, pow_f64<A>(u, p), D(0.0));
+  }
+
+  B operator()(B v) const noexcept {
+    const B s = (v - B(hi)) - B(lo);
+    if (!xsimd::any(s > B(T(0)))) return B(T(0));
+    if constexpr (std::is_same<T, double>::value) {
+      return power(s);
+    } else {
+      constexpr std::size_t W = B::size, WD = D::size;
+      alignas(64) float in[W], out[W];
+      v.store_aligned(in);
+      const D h(static_cast<double>(hi)), l(static_cast<double>(lo));
+      for (std::size_t j = 0; j < W; j += WD) {
+        const D xd = D::load_unaligned(in + j);  // converts float -> double
+        power((xd - h) - l).store_unaligned(out + j);
+      }
+      return B::load_aligned(out);
+    }
+  }
+};
+
+template <class A, class T>
+void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_count* count = nullptr) {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  if (alpha == T(1)) return softmax<A>(x, y, n, algorithm::automatic);
+  const double am1 = static_cast<double>(alpha) - 1.0;
+  const double p = 1.0 / am1;
+  candidate_store<T> store(x == y ? nullptr : y, n);
+  std::size_t k;
+  bool complete;
+  const T m = max_and_candidates<A>(x, n, p, store, x == y ? store.stack_capacity : n, k, complete);
+  if (sparse_nonfinite(x, y, n, m)) return;
+  if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, p), store);
+  const double t = entmax_threshold<A>(store.data(), k, static_cast<double>(m), am1, n_iter, count);
+  T hi, lo;
+  split_threshold(m, t, hi, lo);
+  const B hv(hi), lv(lo), zero(T(0));
+  if (p == 1.0) {
+    map<A>(x, y, n, [&](B v) { return xsimd::max((v - hv) - lv, zero); });
+  } else if (p == 2.0) {
+    const B a(static_cast<T>(am1));
+    map<A>(x, y, n, [&](B v) {
+      const B u = xsimd::max((v - hv) - lv, zero) * a;
+      return u * u;
+    });
+  } else {
+    map<A>(x, y, n, entmax_power<A, T>{am1, p, hi, lo});
+  }
+}
+
+// --------------------------------------------------------------- backward --
+
+// Two sums over i at once (backward.hpp's sum_map2 does one), in double:
+// f(a, b, acc0, acc1) adds a vector's terms to the accumulators. Per-lane accumulators are flushed every block into
+// compensated totals (reduce.hpp), so the error does not grow with n.
+template <class A, class T, class F>
+void sum2_map2(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  constexpr std::size_t block = W * 4 * loop_shape<A>::block_chunks;
+  compensated<A, T> t0, t1;
+  std::size_t i = 0;
+  while (i < n) {
+    B s0(T(0)), s1(T(0)), r0(T(0)), r1(T(0));
+    const std::size_t end = std::min(n, i + block);
+    for (; i + 2 * W <= end; i += 2 * W) {
+      f(B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1);
+      f(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W), r0, r1);
+    }
+    for (; i + W <= end; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1);
+    if (i < end) {
+      // Padding lanes read as y = 0: outside the support, they add nothing.
+      f(load_partial<A>(a + i, end - i, T(0)), load_partial<A>(b + i, end - i, T(0)), s0, s1);
+      i = end;
+    }
+    t0.add(s0 + r0);
+    t1.add(s1 + r1);
+  }
+  out0 = hsum<A>(t0.value());
+  out1 = hsum<A>(t1.value());
+}
+
+// dx_i = s_i (dy_i - mean over the support of dy), s_i = [y_i > 0].
+template <class A, class T>
+void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const B zero(T(0)), one(T(1));
+  double count = 0, sum = 0;
+  sum2_map2<A>(y, dy, n,
+              [&](B yv, B d, B& c, B& s) {
+                const auto pos = yv > zero;
+                c += xsimd::select(pos, one, zero);
+                s += xsimd::select(pos, d, zero);
+              },
+              count, sum);
+  const B mean(count > 0 ? static_cast<T>(sum / count) : T(0));
+  map2<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
+}
+
+// dx = g dy - g (sum g dy / sum g), g_i = y_i^(2 - alpha) on the support
+// (alpha = 1: softmax's, alpha = 2: sparsemax's).
+template <class A, class T>
+void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const B zero(T(0));
+  const T e = T(2) - alpha;
+  const B ev(e);
+  // g(y) on the support: exact for the usual exponents, exp(e log y)
+  // otherwise; vectors without a support entry skip the power.
+  const auto g = [&](B yv) -> B {
+    const auto pos = yv > zero;
+    if (e == T(0)) return xsimd::select(pos, B(T(1)), zero);
+    if (!xsimd::any(pos)) return zero;
+    if (e == T(1)) return xsimd::select(pos, yv, zero);
+    if (e == T(0.5)) return xsimd::select(pos, xsimd::sqrt(yv), zero);
+    return xsimd::select(pos, xsimd::exp(ev * xsimd::log(yv)), zero);
+  };
+  double sg = 0, sgd = 0;
+  sum2_map2<A>(y, dy, n,
+              [&](B yv, B d, B& s0, B& s1) {
+                const B gv = g(yv);
+                s0 += gv;
+                s1 += xsimd::select(yv > zero, gv * d, zero);
+              },
+              sg, sgd);
+  const B q(sg > 0 ? static_cast<T>(sgd / sg) : T(0));
+  map2<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, g(yv) * (d - q), zero); });
+}
+
+}  // namespace detail
+}  // namespace smax

@@ -1,0 +1,50 @@
+// The per-ISA probes: tests/isa_probe.cpp is compiled once per ISA of the
+// runtime dispatch list (SMAX_ISAS in smax/dispatch.hpp), with that ISA's -m
+// flags (tests/CMakeLists.txt), and exposes what can only be observed from
+// inside a TU built for that ISA: the accuracy of the exp primitive
+// (detail::shifted_exp, detail::extexp, which are templates on the arch tag),
+// the xsimd::default_arch those flags select, and the unqualified and
+// arch-tag overloads of the public functions. Tests call a probe only when
+// the CPU has its ISA (smax::dynamic::available_isas).
+#pragma once
+
+#include <cstddef>
+
+#include <smax/dispatch.hpp>
+
+namespace smax_test {
+
+// Measured error of the exp primitive, in ulp of the result type, against a
+// long-double reference; `failure` is empty when every exact/edge-case check
+// (e^0 = 1, e^-inf = 0, NaN stays NaN, flushing below the normal range,
+// extexp's p and K ranges) held, else names the first that did not.
+struct exp_ulp {
+  double shifted_split = 0;  // shifted_exp<A, T, true>, several m up to split_limit
+  double shifted_plain = 0;  // shifted_exp<A, T, false>, m = 0 and |m| > split_limit
+  double extexp = 0;         // extexp over |x| <= split_limit (error of p)
+  std::size_t evaluations = 0;
+  char failure[160] = {};
+};
+
+template <class T>
+using kernel_fn = void (*)(const T*, T*, std::size_t, smax::algorithm);
+template <class T>
+using log_kernel_fn = void (*)(const T*, T*, std::size_t);
+
+struct isa_probe {
+  const char* default_arch;  // xsimd::default_arch::name() in this TU
+  // `points`: sweep points per reference value m (and for extexp).
+  exp_ulp (*exp_float)(std::size_t points);
+  exp_ulp (*exp_double)(std::size_t points);
+  // smax::softmax(x, y, n, a) (default_arch) and smax::softmax(Arch{}, ...).
+  kernel_fn<float> softmax_default_f, softmax_tag_f;
+  kernel_fn<double> softmax_default_d, softmax_tag_d;
+  log_kernel_fn<float> log_softmax_default_f, log_softmax_tag_f;
+  log_kernel_fn<double> log_softmax_default_d, log_softmax_tag_d;
+};
+
+#define SMAX_TEST_DECLARE_PROBE(isa, arch, check) const isa_probe& isa_probe_##isa();
+SMAX_ISAS(SMAX_TEST_DECLARE_PROBE)
+#undef SMAX_TEST_DECLARE_PROBE
+
+}  // namespace smax_test

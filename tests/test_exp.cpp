@@ -1,0 +1,122 @@
+// The exp primitive (detail::shifted_exp, detail::extexp) measured in ulp
+// against long double on every ISA, and compile-time ISA selection: a TU
+// compiled with an ISA's flags must pick that ISA for the unqualified
+// functions (xsimd::default_arch) and agree with the explicit arch tag and
+// the runtime dispatcher. Both need code compiled with each ISA's flags: the
+// per-ISA probes of isa_probe.hpp.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "isa_probe.hpp"
+
+namespace {
+
+// Every ISA of the dispatch list, whether or not this CPU has it.
+std::vector<std::string> compiled_isas() {
+  std::vector<std::string> out;
+#define SMAX_TEST_NAME(isa, arch, check) out.emplace_back(#isa);
+  SMAX_ISAS(SMAX_TEST_NAME)
+#undef SMAX_TEST_NAME
+  return out;
+}
+
+const smax_test::isa_probe& probe(const std::string& isa) {
+#define SMAX_TEST_PROBE(isa_name, arch, check) \
+  if (isa == #isa_name) return smax_test::isa_probe_##isa_name();
+  SMAX_ISAS(SMAX_TEST_PROBE)
+#undef SMAX_TEST_PROBE
+  FAIL("no probe for " << isa);
+  throw;
+}
+
+// The xsimd arch tag the dispatcher instantiates for `isa`.
+std::string arch_name(const std::string& isa) {
+#define SMAX_TEST_ARCH(isa_name, arch, check) \
+  if (isa == #isa_name) return arch::name();
+  SMAX_ISAS(SMAX_TEST_ARCH)
+#undef SMAX_TEST_ARCH
+  return "?";
+}
+
+bool cpu_has(const std::string& isa) {
+  const auto s = smax_test::isas();
+  return std::find(s.begin(), s.end(), isa) != s.end();
+}
+
+}  // namespace
+
+TEST_CASE("exp primitive: max error <= 2 ulp against long double on every ISA", "[exp]") {
+  // Sweep points per reference value m: 1M natively (about 10M evaluations
+  // per ISA and type), fewer under QEMU (SMAX_TEST_MAX_N).
+  const std::size_t points = std::min<std::size_t>(std::size_t(1) << 20, std::max<std::size_t>(smax_test::max_n() / 16, 4096));
+  for (const auto& isa : compiled_isas()) {
+    if (!cpu_has(isa)) {
+      WARN("exp primitive NOT TESTED on " << isa << ": this CPU lacks it");
+      continue;
+    }
+    const auto& p = probe(isa);
+    const smax_test::exp_ulp f = p.exp_float(points);
+    const smax_test::exp_ulp d = p.exp_double(points);
+    std::printf("exp max ulp on %-7s float: shifted_exp split %.3f, plain %.3f, extexp %.3f (%zu points); "
+                "double: split %.3f, plain %.3f, extexp %.3f (%zu points)\n",
+                isa.c_str(), f.shifted_split, f.shifted_plain, f.extexp, f.evaluations, d.shifted_split,
+                d.shifted_plain, d.extexp, d.evaluations);
+    std::fflush(stdout);
+    INFO("isa " << isa);
+    CHECK(std::string(f.failure) == "");
+    CHECK(std::string(d.failure) == "");
+    CHECK(f.shifted_split <= 2.0);
+    CHECK(f.shifted_plain <= 2.0);
+    CHECK(f.extexp <= 2.0);
+    CHECK(d.shifted_split <= 2.0);
+    CHECK(d.shifted_plain <= 2.0);
+    CHECK(d.extexp <= 2.0);
+  }
+}
+
+TEST_CASE("ISA selection at compile time: default_arch and arch tags agree with the dispatcher", "[dispatch][isa]") {
+  const std::vector<std::size_t> ns = {1, 5, 17, 100, 1000, 4097, 100003};
+  for (const auto& isa : compiled_isas()) {
+    if (!cpu_has(isa)) {
+      WARN("compile-time selection NOT TESTED for " << isa << ": this CPU lacks it");
+      continue;
+    }
+    const auto& p = probe(isa);
+    INFO("isa " << isa);
+    // A TU compiled with this ISA's flags selects this ISA's arch tag.
+    CHECK(std::string(p.default_arch) == arch_name(isa));
+    smax_test::use_isa guard(isa);
+    for (std::size_t n : ns) {
+      INFO("n " << n);
+      const auto xf = smax_test::normal<float>(n, 6.0, n);
+      const auto xd = smax_test::normal<double>(n, 6.0, n);
+      std::vector<float> af(n), bf(n), cf(n);
+      std::vector<double> ad(n), bd(n), cd(n);
+      for (smax::algorithm a : smax_test::algorithms()) {
+        INFO(smax_test::algorithm_name(a));
+        p.softmax_default_f(xf.data(), af.data(), n, a);
+        p.softmax_tag_f(xf.data(), bf.data(), n, a);
+        smax::dynamic::softmax(xf.data(), cf.data(), n, a);
+        CHECK(smax_test::same_bits(af, bf));
+        CHECK(smax_test::same_bits(bf, cf));
+        p.softmax_default_d(xd.data(), ad.data(), n, a);
+        p.softmax_tag_d(xd.data(), bd.data(), n, a);
+        smax::dynamic::softmax(xd.data(), cd.data(), n, a);
+        CHECK(smax_test::same_bits(ad, bd));
+        CHECK(smax_test::same_bits(bd, cd));
+      }
+      p.log_softmax_default_f(xf.data(), af.data(), n);
+      p.log_softmax_tag_f(xf.data(), bf.data(), n);
+      smax::dynamic::log_softmax(xf.data(), cf.data(), n);
+      CHECK(smax_test::same_bits(af, bf));
+      CHECK(smax_test::same_bits(bf, cf));
+      p.log_softmax_default_d(xd.data(), ad.data(), n);
+      p.log_softmax_tag_d(xd.data(), bd.data(), n);
+      smax::dynamic::log_softmax(xd.data(), cd.data(), n);
+      CHECK(smax_test::same_bits(ad, bd));
+      CHECK(smax_test::same_bits(bd, cd));
+    }
+  }
+}
