@@ -69,6 +69,16 @@ SMAX_INLINE T ref_exponent(T m, double& r) noexcept {
   return static_cast<T>(E);
 }
 
+// Where the three-pass kernels clamp x for a finite max m (|m| <= split_limit):
+// far enough below m that e^(x - m) underflows T there, so the clamp changes
+// no result, and close enough that the clamped x still range-reduces exactly
+// (|K| < 2^13 float, 2^21 double). A fixed -split_limit is not enough: for m
+// near -split_limit it clamped entries that still carry weight.
+template <class T>
+SMAX_INLINE T clamp_floor(T m) noexcept {
+  return m - T(std::numeric_limits<T>::max_exponent + std::numeric_limits<T>::digits + 8) * T(0.6931471805599453);
+}
+
 // Three-pass softmax: max; sum (reload: and store) e^x 2^-E; normalize.
 // With |m| <= split_limit (always, in practice) the passes use exp_ref, which
 // range-reduces x itself: no x - m is rounded, and the output is
@@ -92,7 +102,7 @@ SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, bool reloa
   if (use_split(m)) {
     double r;
     const T E = ref_exponent(m, r);
-    const T lo = -exp_constants<T>::split_limit;
+    const T lo = clamp_floor(m);
     const double s = sum_map<A>(x, reload ? y : static_cast<T*>(nullptr), n, exp_ref<A, T>(lo, E, T(1)));
     finish(s, [&](T inv) { return exp_ref<A, T>(lo, E, inv); });
   } else {
@@ -383,7 +393,7 @@ SMAX_FLATTEN void log_softmax(const T* x, T* y, std::size_t n) noexcept {
     double r;
     const T E = ref_exponent(m, r);
     lse = std::log(sum_map<A>(x, static_cast<T*>(nullptr), n,
-                              exp_ref<A, T>(-exp_constants<T>::split_limit, E, T(1)))) - r;
+                              exp_ref<A, T>(clamp_floor(m), E, T(1)))) - r;
   } else {
     lse = std::log(sum_map<A>(x, static_cast<T*>(nullptr), n, shifted_exp<A, T, false>(m)));
   }
