@@ -32,7 +32,7 @@ kernel_table<T> make_table() noexcept {
 #define SMAX_SELECT(isa, arch, check)                                     \
   namespace isa_##isa {                                                   \
   using selected = arch;                                                  \
-  constexpr const char* name = #isa;                                      \
+  [[maybe_unused]] constexpr const char* name = #isa;                     \
   }
 SMAX_ISAS(SMAX_SELECT)
 #undef SMAX_SELECT

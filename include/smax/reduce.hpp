@@ -79,7 +79,7 @@ constexpr bool has_stream_v =
 // (xsimd 8.1 has no streaming store: intrinsics per ISA.)
 template <class A, class T>
 SMAX_INLINE void store_stream(T* p, xsimd::batch<T, A> v) noexcept {
-  constexpr bool f32 = std::is_same<T, float>::value;
+  [[maybe_unused]] constexpr bool f32 = std::is_same<T, float>::value;
 #if defined(__AVX512F__)
   if constexpr (is_x86_avx512_v<A>) {
     if constexpr (f32)
