@@ -130,6 +130,19 @@ SMAX_INLINE xsimd::batch<T, A> fma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, 
   return xsimd::fma(a, b, c);
 }
 
+// a / b correctly rounded on every ISA. xsimd 8.1 divides float vectors on
+// NEON, aarch64 included, by a reciprocal estimate and two Newton steps (up
+// to an ulp off, found by gumbel_noise's cross-ISA bit test under QEMU);
+// aarch64 has the IEEE division (vdivq_f32). Every float vector division in
+// smax goes through here.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> div_(xsimd::batch<T, A> a, xsimd::batch<T, A> b) noexcept {
+#if XSIMD_WITH_NEON64
+  if constexpr (std::is_same<T, float>::value && std::is_base_of<xsimd::neon64, A>::value) return vdivq_f32(a, b);
+#endif
+  return a / b;
+}
+
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> fnma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
 #if defined(__AVX512F__)

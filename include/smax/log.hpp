@@ -181,7 +181,7 @@ SMAX_INLINE xsimd::batch<T, A> log_fused(xsimd::batch<T, A> x, xsimd::batch<T, A
   static_assert(!Identical || std::is_same<T, float>::value, "fma_exact is for float (double: log_strict)");
   B f, k;
   log_reduce<A, T>(x, f, k);
-  const B s = f / (f + B(T(2)));
+  const B s = div_<A, T>(f, f + B(T(2)));
   const B z = s * s;  // only ever a multiplicand: never contracted
   // R(z) / z by Horner: 2/3 + z (2/5 + ...)
   B r(T(2) / T(2 * C::terms + 1));
@@ -213,7 +213,7 @@ SMAX_INLINE xsimd::batch<T, A> log_strict(xsimd::batch<T, A> x) noexcept {
   using C = log_constants<T>;
   B f, k;
   log_reduce<A, T>(x, f, k);
-  const B s = f / (f + B(T(2)));
+  const B s = div_<A, T>(f, f + B(T(2)));
   const B z = log_mul<A, T, true>(s, s);
   B r(T(2) / T(2 * C::terms + 1));
   for (int j = C::terms - 1; j >= 1; --j) r = log_mul<A, T, true>(r, z) + B(T(2) / T(2 * j + 1));
@@ -255,7 +255,7 @@ template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> log1p_nonneg(xsimd::batch<T, A> t) noexcept {
   using B = xsimd::batch<T, A>;
   const B u = t + B(T(1));
-  return log_fused<A, T, false, true>(u, (t - (u - B(T(1)))) / u);
+  return log_fused<A, T, false, true>(u, div_<A, T>(t - (u - B(T(1))), u));
 }
 
 }  // namespace detail

@@ -45,7 +45,7 @@ template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> stable_s(xsimd::batch<T, A> v) noexcept {
   using B = xsimd::batch<T, A>;
   const B one(T(1));
-  return xsimd::select(v >= B(T(0)), v + one, one / (one - v));
+  return xsimd::select(v >= B(T(0)), v + one, div_<A, T>(one, one - v));
 }
 
 // s(x) * f in one rounding for x < 0 (f / (1 - x)).
@@ -53,7 +53,7 @@ template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> stable_s_times(xsimd::batch<T, A> v, xsimd::batch<T, A> f) noexcept {
   using B = xsimd::batch<T, A>;
   const B one(T(1));
-  return xsimd::select(v >= B(T(0)), (v + one) * f, f / (one - v));
+  return xsimd::select(v >= B(T(0)), (v + one) * f, div_<A, T>(f, one - v));
 }
 
 // Sum of s(x) when the fast path may use it, else a negative number.
@@ -96,10 +96,10 @@ SMAX_INLINE void with_stable_ratio(T m, F&& f) {
   const B one(T(1));
   if (m >= T(0)) {
     const B mp1(m + T(1)), inv_mp1(T(1) / (m + T(1)));
-    f([=](B v) { return xsimd::select(v >= B(T(0)), (v + one) / mp1, inv_mp1 / (one - v)); });
+    f([=](B v) { return xsimd::select(v >= B(T(0)), div_<A, T>(v + one, mp1), div_<A, T>(inv_mp1, one - v)); });
   } else {
     const B omm(T(1) - m);
-    f([=](B v) { return omm / (one - v); });
+    f([=](B v) { return div_<A, T>(omm, one - v); });
   }
 }
 
@@ -113,7 +113,7 @@ void stablemax_robust(const T* x, T* y, std::size_t n) noexcept {
   with_stable_ratio<A, T>(m, [&](auto ratio) {
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ratio);
     const B inv(static_cast<T>(1.0 / s));
-    map<A>(x, y, n, [&](B v) { return ratio(v) * inv; });
+    map<A>(x, y, n, [ratio, inv](B v) { return ratio(v) * inv; });
   });
 }
 
@@ -124,7 +124,7 @@ void stablemax(const T* x, T* y, std::size_t n) noexcept {
   const double s = stablemax_fast_sum<A>(x, n);
   if (s < 0) return stablemax_robust<A>(x, y, n);
   const B inv(static_cast<T>(1.0 / s));
-  map<A>(x, y, n, [&](B v) { return stable_s_times<A>(v, inv); });
+  map<A>(x, y, n, [inv](B v) { return stable_s_times<A>(v, inv); });
 }
 
 // log s(x) = log1p(x) for x >= 0, -log1p(-x) for x < 0; -inf at x = -inf.
@@ -158,7 +158,7 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
     lse = (md >= 0 ? std::log1p(md) : -std::log1p(-md)) + std::log(rs);
   }
   const B l(static_cast<T>(lse));
-  map<A>(x, y, n, [&](B v) { return log_stable_s<A, T>(v) - l; });
+  map<A>(x, y, n, [l](B v) { return log_stable_s<A, T>(v) - l; });
 }
 
 // stablemax_backward: with y = s(x) / S, the vector-Jacobian product is
@@ -218,7 +218,7 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
     // dx = s'(x) / S * (dy - D / S)
     const B invS(static_cast<T>(1.0 / S)), mean(static_cast<T>(D / S));
     map2<A>(x, dy, dx, n, [&](B v, B g) {
-      const B sv = one / (one - v);
+      const B sv = div_<A, T>(one, one - v);
       const B d = xsimd::select(v >= zero, invS, sv * sv * invS);
       return d * (g - mean);
     });
@@ -237,7 +237,7 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
     const B invR(static_cast<T>(1.0 / R)), mean(static_cast<T>(DR / R));
     const B pos(static_cast<T>(1.0 / ((static_cast<double>(m) + 1.0) * R)));
     map2<A>(x, dy, dx, n, [&](B v, B g) {
-      const B d = xsimd::select(v >= zero, pos, ratio(v) * (one / (one - v)) * invR);
+      const B d = xsimd::select(v >= zero, pos, ratio(v) * div_<A, T>(one, one - v) * invR);
       return d * (g - mean);
     });
   });
