@@ -349,37 +349,37 @@ void gumbel_softmax(const T* x, T* y, std::size_t n, T tau, std::uint64_t seed, 
   const T c = inv_tau < static_cast<double>(std::numeric_limits<T>::max()) ? static_cast<T>(inv_tau)
                                                                             : std::numeric_limits<T>::max();
   const scaled_extexp<A, T> ex(c);
-  scaled_pass1<A, T> st(ex);
   const philox_key key(seed);
   alignas(64) T noise[BS];
-  std::size_t i = 0;
-  for (; i + BS <= n; i += BS) {
-    GB::run(noise, (i / BS) * GB::groups, key);
-    for (std::size_t k = 0; k < BS; k += 4 * W) {
-      const B z0 = B::load_unaligned(x + i + k) + B::load_aligned(noise + k);
-      const B z1 = B::load_unaligned(x + i + k + W) + B::load_aligned(noise + k + W);
-      const B z2 = B::load_unaligned(x + i + k + 2 * W) + B::load_aligned(noise + k + 2 * W);
-      const B z3 = B::load_unaligned(x + i + k + 3 * W) + B::load_aligned(noise + k + 3 * W);
-      z0.store_unaligned(y + i + k);
-      z1.store_unaligned(y + i + k + W);
-      z2.store_unaligned(y + i + k + 2 * W);
-      z3.store_unaligned(y + i + k + 3 * W);
-      st.chunk(z0, z1, z2, z3);
-    }
-  }
-  if (i < n) {
-    const std::size_t r = n - i;
-    GB::run(noise, (i / BS) * GB::groups, key);
-    alignas(64) T z[BS];
-    for (std::size_t k = 0; k < BS; ++k) z[k] = k < r ? x[i + k] + noise[k] : T(0);
-    std::memcpy(y + i, z, r * sizeof(T));
-    for (std::size_t k = 0; k < r; k += 4 * W)
-      st.chunk(B::load_aligned(z + k), B::load_aligned(z + k + W), B::load_aligned(z + k + 2 * W),
-               B::load_aligned(z + k + 3 * W), r - k < 4 * W ? r - k : 4 * W);
-  }
   double sum;
   T emax;
-  if (st.finish(sum, emax)) return scaled_two_pass_write<A>(y, y, n, ex, sum, emax);
+  const bool exact = scaled_pass1<A, T>(
+      n, ex,
+      [&](std::size_t i, B& v0, B& v1, B& v2, B& v3) {
+        const std::size_t k = i % BS;  // blocks start at chunk boundaries
+        if (k == 0) GB::run(noise, (i / BS) * GB::groups, key);
+        if (i + 4 * W <= n) {
+          v0 = B::load_unaligned(x + i) + B::load_aligned(noise + k);
+          v1 = B::load_unaligned(x + i + W) + B::load_aligned(noise + k + W);
+          v2 = B::load_unaligned(x + i + 2 * W) + B::load_aligned(noise + k + 2 * W);
+          v3 = B::load_unaligned(x + i + 3 * W) + B::load_aligned(noise + k + 3 * W);
+          v0.store_unaligned(y + i);
+          v1.store_unaligned(y + i + W);
+          v2.store_unaligned(y + i + 2 * W);
+          v3.store_unaligned(y + i + 3 * W);
+        } else {
+          const std::size_t r = n - i;
+          alignas(64) T z[4 * W];
+          for (std::size_t j = 0; j < 4 * W; ++j) z[j] = j < r ? x[i + j] + noise[k + j] : T(0);
+          std::memcpy(y + i, z, r * sizeof(T));
+          v0 = B::load_aligned(z);
+          v1 = B::load_aligned(z + W);
+          v2 = B::load_aligned(z + 2 * W);
+          v3 = B::load_aligned(z + 3 * W);
+        }
+      },
+      sum, emax);
+  if (exact) return scaled_two_pass_write<A>(y, y, n, ex, sum, emax);
   scaled_softmax_three_pass<A>(y, y, n, c);
 }
 

@@ -49,70 +49,101 @@ SMAX_INLINE void exp_parts(xsimd::batch<T, A> x, xsimd::batch<T, A>& em1, xsimd:
   em1 = fma_<A, T>(q, d, B(T(1))) * d;  // d (1 + d/2 + ...)
 }
 
-// a = |e^x - 1| as t 2^Kt (t in [0, 2), Kt >= 0 integer-valued), with
-// e^x = 2^K (1 + em1):
-//   K = 0:  |em1|                      (|x| < ln2/2: expm1, no cancellation)
-//   K > 0:  (1 + em1 - 2^-K) 2^K       (>= 0.2 2^K)
-//   K < 0:  1 - (1 + em1) 2^K          (>= 0.29)
-// and a = 0 at x = -inf. x is clamped at -limit first (e^x is 0 there).
+// 2^k for integer-valued k <= 127 (float) / 1023 (double), and exactly 0
+// for k below the normal range (never a subnormal, whose arithmetic costs a
+// microcode assist on x86): k + bias in the low mantissa bits of
+// k + bias + round_magic, shifted into the exponent field.
 template <class A, class T>
-struct softpick_term {
+SMAX_INLINE xsimd::batch<T, A> pow2_flush(xsimd::batch<T, A> k) noexcept {
   using B = xsimd::batch<T, A>;
-  B floor, ninf;
-  softpick_term() noexcept : floor(-single_pass_limits<T>::limit), ninf(-std::numeric_limits<T>::infinity()) {}
+  using C = exp_constants<T>;
+  using BI = xsimd::batch<typename C::int_type, A>;
+  const B kb = xsimd::max(k, B(T(-C::exponent_bias))) + B(C::round_magic + T(C::exponent_bias));
+  return xsimd::bitwise_cast<B>(xsimd::bitwise_cast<BI>(kb) << C::mantissa_bits);
+}
 
-  SMAX_INLINE B operator()(B v, B& Kt) const noexcept {
-    const B zero(T(0)), one(T(1));
-    B em1, K;
-    exp_parts<A, T>(xsimd::max(floor, v), em1, K);  // max keeps NaN
-    const B p = em1 + one;
-    const B t_pos = p - ldexp_small<A, T>(one, -K);
-    const B t_neg = one - ldexp_small<A, T>(p, K);
-    const B t = xsimd::select(K > zero, t_pos, xsimd::select(K < zero, t_neg, xsimd::abs(em1)));
-    Kt = xsimd::max(K, zero);
-    return xsimd::select(v == ninf, zero, t);
-  }
-  // Only x > 0 matters (pass 2 writes 0 elsewhere): K >= 0.
-  SMAX_INLINE B positive(B v, B& Kt) const noexcept {
-    const B zero(T(0)), one(T(1));
-    B em1, K;
-    exp_parts<A, T>(v, em1, K);
-    Kt = K;
-    return xsimd::select(K > zero, (em1 + one) - ldexp_small<A, T>(one, -K), em1);
-  }
-};
-
-// Pass 1: sum of a_j as sum * 2^emax, max x; false if not exact (NaN,
-// +inf, max above the range).
+// |e^x - 1| 2^-E, for e^x = 2^K (1 + em1) (exp_parts) and a per-lane
+// reference E >= 0 (two_e = 2^-E, flushed to 0 below the normal range):
+//   K = 0:  |em1| 2^-E                                (|x| < ln2/2: expm1)
+//   else:   |2^(K-E) em1 + (2^(K-E) - 2^-E)|          (one fma; the sum in
+//           the addend is exact for |K| <= 24, and the result is at least
+//           0.29 2^-E: no cancellation)
 template <class A, class T>
-bool softpick_pass1(const T* x, std::size_t n, double& sum, T& emax, T& m) noexcept {
+SMAX_INLINE xsimd::batch<T, A> softpick_scaled(xsimd::batch<T, A> em1, xsimd::batch<T, A> K,
+                                               xsimd::batch<T, A> E, xsimd::batch<T, A> two_e) noexcept {
+  using B = xsimd::batch<T, A>;
+  const B pk = pow2_flush<A, T>(K - E);
+  const B t = fma_<A, T>(pk, em1, pk - two_e);
+  return xsimd::abs(xsimd::select(K == B(T(0)), em1 * two_e, t));
+}
+
+// Pass 1: the sum of a_j = |e^(x_j) - 1| as sum * 2^emax, and m = max x;
+// false if not exact (NaN, +inf, max above the range). Per lane, the terms
+// are summed against a reference 2^E (E >= 0) that moves up, as in
+// ext_sum_loop, when a chunk's K exceeds it by more than 16; the term and
+// its scaling are one fma (softpick_scaled). Accumulators in locals (see
+// ext_sum_loop).
+template <class A, class T>
+SMAX_FLATTEN bool softpick_pass1(const T* x, std::size_t n, double& sum, T& emax, T& m) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr T ninf = -std::numeric_limits<T>::infinity();
-  const softpick_term<A, T> term;
-  ext_sum<A, T> acc(T(0));
-  B vmax(ninf);
+  constexpr T slack = T(16);
+  const B floor(-single_pass_limits<T>::limit), zero(T(0)), binf(ninf);
+  B E(T(0)), two_e(T(1)), a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0)), vmax(ninf);
+  compensated<A, T> total;
+  std::size_t chunks = 0;
+  const auto flush = [&]() {
+    total.add((a0 + a1) + (a2 + a3));
+    a0 = a1 = a2 = a3 = B(T(0));
+    chunks = 0;
+  };
   const auto chunk = [&](B v0, B v1, B v2, B v3) {
-    B k0, k1, k2, k3;
-    const B t0 = term(v0, k0), t1 = term(v1, k1), t2 = term(v2, k2), t3 = term(v3, k3);
     vmax = xsimd::max(vmax, xsimd::max(xsimd::max(v0, v1), xsimd::max(v2, v3)));
-    acc.add(t0, k0, t1, k1, t2, k2, t3, k3);
+    B e0, e1, e2, e3, k0, k1, k2, k3;
+    exp_parts<A, T>(xsimd::max(floor, v0), e0, k0);  // max keeps NaN
+    exp_parts<A, T>(xsimd::max(floor, v1), e1, k1);
+    exp_parts<A, T>(xsimd::max(floor, v2), e2, k2);
+    exp_parts<A, T>(xsimd::max(floor, v3), e3, k3);
+    const B km = xsimd::max(xsimd::max(k0, k1), xsimd::max(k2, k3));
+    const auto moved = km > E + B(slack);
+    if (xsimd::any(moved)) {
+      const B nE = xsimd::select(moved, km, E);
+      const B f = ldexp_small<A, T>(B(T(1)), E - nE);
+      a0 *= f;
+      a1 *= f;
+      a2 *= f;
+      a3 *= f;
+      total.scale(f);
+      E = nE;
+      two_e = pow2_flush<A, T>(-E);
+    }
+    // -inf entries are masked (the clamp made their term 2^-E).
+    a0 += xsimd::select(v0 == binf, zero, softpick_scaled<A, T>(e0, k0, E, two_e));
+    a1 += xsimd::select(v1 == binf, zero, softpick_scaled<A, T>(e1, k1, E, two_e));
+    a2 += xsimd::select(v2 == binf, zero, softpick_scaled<A, T>(e2, k2, E, two_e));
+    a3 += xsimd::select(v3 == binf, zero, softpick_scaled<A, T>(e3, k3, E, two_e));
+    if (++chunks == loop_shape<A>::block_chunks) flush();
   };
   std::size_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W)
     chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
           B::load_unaligned(x + i + 3 * W));
   if (i < n) {
-    // -inf padding: a term of exactly 0, and no effect on the max.
+    // -inf padding: a term of 0, and no effect on the max.
     const std::size_t r = n - i;
-    const auto part = [&](std::size_t k) {
-      return load_partial<A>(x + i + k * W, r > k * W ? (r - k * W < W ? r - k * W : W) : 0, ninf);
+    const auto part = [&](std::size_t u) {
+      return load_partial<A>(x + i + u * W, r > u * W ? (r - u * W < W ? r - u * W : W) : 0, ninf);
     };
     chunk(part(0), part(1), part(2), part(3));
   }
-  sum = acc.finish(emax);
+  flush();
+  const T em = hmax<A>(E);
+  const double raw = total.sum();  // NaN seen before the rescale can flush it
+  sum = total.dot(ldexp_small<A, T>(B(T(1)), E - B(em)));
+  emax = em;
   m = hmax<A>(vmax);
-  return m <= single_pass_limits<T>::limit && sum - sum == 0;
+  return raw == raw && m <= single_pass_limits<T>::limit && sum - sum == 0;
 }
 
 // e^M 2^-Emax = e^(M - Emax ln2), M = max(0, m). M and Emax ln2 nearly
@@ -185,7 +216,7 @@ void softpick_huge(const T* x, T* y, std::size_t n, T eps, T m) noexcept {
   with_shifted_exp<A>(m, [&](auto ex) {
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
     const B inv(static_cast<T>(1.0 / (s + static_cast<double>(eps))));
-    map<A>(x, y, n, [&](B v) { return ex(v) * inv; });
+    map<A>(x, y, n, [ex, inv](B v) { return ex(v) * inv; });
   });
 }
 
@@ -204,13 +235,14 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
   const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
   if (den == 0) return fill(y, n, T(0));  // every x is 0 or -inf, eps = 0
   if (!(1.0 / den <= softpick_inv_max)) return softpick_scalar(x, y, n, eps);
-  const softpick_term<A, T> term;
-  const normal_scale<A, T> out(1.0 / den, emax);
-  const B zero(T(0));
-  map<A>(x, y, n, [&](B v) {
-    B Kt;
-    const B t = term.positive(v, Kt);
-    return xsimd::select(v > zero, out(t, Kt), zero);
+  // y = |e^x - 1| 2^-Emax / den for x > 0 (K >= 0 there), else 0.
+  const B inv(static_cast<T>(1.0 / den)), eb(emax), zero(T(0));
+  const B two_e = pow2_flush<A, T>(-eb);
+  const B floor(-single_pass_limits<T>::limit);
+  map<A>(x, y, n, [=](B v) {
+    B em1, K;
+    exp_parts<A, T>(xsimd::max(floor, v), em1, K);
+    return xsimd::select(v > zero, softpick_scaled<A, T>(em1, K, eb, two_e) * inv, zero);
   });
 }
 

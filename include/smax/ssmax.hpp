@@ -28,23 +28,61 @@
 namespace smax {
 namespace detail {
 
-// Sum of p * 2^K over terms given as pairs (p in [0, 2), K integer-valued),
-// kept per lane as a sum against a power-of-two reference 2^E. E moves up
-// only when a chunk's K exceeds it by more than `slack`, so a lane's terms
-// stay below 2^17 and every rescale is an exact power of two; blocks of
-// chunks go into a compensated total, so the error does not grow with n.
-template <class A, class T>
-struct ext_sum {
+// Pass 1 of the two-pass kernels (ssmax, gumbel_softmax, softpick): the sum
+// over all elements of p 2^K, for terms given as pairs (p in [0, 2), K
+// integer-valued), kept per lane against a power-of-two reference 2^E. E
+// moves up only when a chunk's K exceeds it by more than `slack`, so a
+// lane's terms stay below 2^17 and every rescale is an exact power of two;
+// blocks of chunks go into a compensated total, so the error does not grow
+// with n. get(i, v0, v1, v2, v3) gives the input of elements [i, i + 4 W)
+// (the last chunk may be partial: its lanes past n contribute nothing);
+// term(v, K) returns p and sets K (K >= kfloor; NaN input must give a NaN
+// p or K). Everything lives in locals of this one function: kept in a
+// struct, the accumulators were stored and reloaded every chunk (a batch
+// may alias any float, so the compiler cannot keep them in registers
+// across the loads of x).
+struct ext_pass1 {
+  double sum;   // the total is sum * 2^emax
+  double emax;
+  double kmax;  // largest K met
+  bool nan;     // a NaN was met
+};
+
+template <class A, class T, class Get, class Term>
+SMAX_FLATTEN ext_pass1 ext_sum_loop(std::size_t n, T e0, T kfloor, Get&& get, Term&& term) noexcept {
   using B = xsimd::batch<T, A>;
-  static constexpr T slack = T(16);
-  B E, a0, a1, a2, a3;
+  constexpr std::size_t W = B::size;
+  constexpr T slack = T(16);
+  B E(e0), a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0)), kmax(kfloor), ksum(T(0));
   compensated<A, T> total;
   std::size_t chunks = 0;
-
-  explicit ext_sum(T e0) noexcept : E(e0), a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0)) {}
-
-  SMAX_INLINE void add(B p0, B k0, B p1, B k1, B p2, B k2, B p3, B k3) noexcept {
+  const auto flush = [&]() {
+    total.add((a0 + a1) + (a2 + a3));
+    a0 = a1 = a2 = a3 = B(T(0));
+    chunks = 0;
+  };
+  const auto feed = [&](B v0, B v1, B v2, B v3, std::size_t valid) {
+    B k0, k1, k2, k3;
+    B p0 = term(v0, k0), p1 = term(v1, k1), p2 = term(v2, k2), p3 = term(v3, k3);
+    if (valid < 4 * W) {
+      const B idx = lane_index<A, T>();
+      const auto keep = [&](B& p, B& k, std::size_t j) {
+        const auto live = idx < B(static_cast<T>(valid > j * W ? valid - j * W : 0));
+        p = xsimd::select(live, p, B(T(0)));
+        k = xsimd::select(live, k, B(kfloor));
+      };
+      keep(p0, k0, 0);
+      keep(p1, k1, 1);
+      keep(p2, k2, 2);
+      keep(p3, k3, 3);
+    }
+    // A NaN K may be dropped by x86's max (it returns its second operand
+    // when either is NaN) and turned into a 0 term by the non-AVX-512 ldexp:
+    // a running sum of the K keeps it (|K| < 6000: no overflow; +inf input
+    // gives K = +inf, which kmax shows).
+    ksum += (k0 + k1) + (k2 + k3);
     const B km = xsimd::max(xsimd::max(k0, k1), xsimd::max(k2, k3));
+    kmax = xsimd::max(kmax, km);
     const auto moved = km > E + B(slack);
     if (xsimd::any(moved)) {
       const B nE = xsimd::select(moved, km, E);
@@ -60,46 +98,61 @@ struct ext_sum {
     a1 += ldexp_small<A, T>(p1, k1 - E);
     a2 += ldexp_small<A, T>(p2, k2 - E);
     a3 += ldexp_small<A, T>(p3, k3 - E);
-    if (++chunks == loop_shape<A>::block_chunks) {
-      total.add((a0 + a1) + (a2 + a3));
-      a0 = a1 = a2 = a3 = B(T(0));
-      chunks = 0;
-    }
+    if (++chunks == loop_shape<A>::block_chunks) flush();
+  };
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    B v0, v1, v2, v3;
+    get(i, v0, v1, v2, v3);
+    feed(v0, v1, v2, v3, 4 * W);
   }
-
-  // The sum is result * 2^emax (result in double, emax the largest lane E).
-  double finish(T& emax) noexcept {
-    total.add((a0 + a1) + (a2 + a3));
-    a0 = a1 = a2 = a3 = B(T(0));
-    emax = hmax<A>(E);
-    return hsum<A>(ldexp_small<A, T>(total.value(), E - B(emax)));
+  if (i < n) {
+    B v0, v1, v2, v3;
+    get(i, v0, v1, v2, v3);
+    feed(v0, v1, v2, v3, n - i);
   }
-};
+  flush();
+  ext_pass1 r;
+  const T em = hmax<A>(E);
+  const double raw = total.sum();  // before the rescale flushes far lanes
+  const double ks = hsum<A>(ksum);
+  r.sum = total.dot(ldexp_small<A, T>(B(T(1)), E - B(em)));
+  r.emax = em;
+  r.kmax = hmax<A>(kmax);
+  r.nan = !(raw == raw) || !(ks == ks) || !(r.sum == r.sum);
+  return r;
+}
 
-// e^(c v) = p 2^K for the two-pass kernel, plus t = c v rounded (for the
-// range check). Terms with c v below -limit are dropped (p = 0): -inf input
-// (with c > 0), padding, and terms the accepted range makes negligible. NaN
-// stays NaN.
+// e^(c v) = p 2^K for the two-pass kernel. K = round(v (c log2e)), an
+// integer-valued T (NaN for NaN v, +-inf where c v is); terms with K below
+// kmin (c v below about -limit: -inf input with c > 0, the tail padding,
+// and terms the accepted range makes negligible) are dropped (p = 0).
+// (c log2e is rounded, so K may differ by one from round(c v log2e) at a
+// tie: d then exceeds ln2/2 by at most |K| 2^-24 ln2, inside the range the
+// exp polynomial is fitted on.)
 template <class A, class T>
 struct scaled_extexp {
   using B = xsimd::batch<T, A>;
   using C = exp_constants<T>;
+  using L = single_pass_limits<T>;
   // ln2 - ln2_hi in one T (for the FMA path): K times it is computed
   // exactly inside the fma; its own rounding is 2^-p of 2^-12 ln2, i.e. at
   // most |K| 2^-37 (float) absolute in d, below 2^-24 for every |K| < 5909.
   static constexpr T ln2_rest = C::ln2_mid + C::ln2_lo;
+  // K range of the accepted (exact) two-pass result: max c v in about
+  // [-limit/2, limit], as softmax two_pass.
+  static constexpr T kmin = -static_cast<T>(static_cast<long>(L::limit * C::log2e));
+  static constexpr T khi = static_cast<T>(static_cast<long>(L::limit * C::log2e)) - 1;
+  static constexpr T klo = kmin / 2 + 1;
   T scale;
-  B c, floor;
+  B c, clog2e;
   explicit scaled_extexp(T c_scalar) noexcept
-      : scale(c_scalar), c(c_scalar), floor(-single_pass_limits<T>::limit) {}
+      : scale(c_scalar), c(c_scalar), clog2e(static_cast<T>(static_cast<double>(c_scalar) * 1.4426950408889634)) {}
 
-  SMAX_INLINE B operator()(B v, B& t, B& K) const noexcept {
-    t = c * v;
-    // max(floor, t) keeps NaN on every ISA (see softmax_online).
-    K = round_mul<A, T>(xsimd::max(floor, t), B(C::log2e));
-    // c v - K ln2 in the Cody-Waite split (K ln2_hi exact); the first step
-    // in one fma, so the product c v is not rounded by itself where the ISA
-    // has FMA (fma_: also on AVX-512, where xsimd 8.1 has no fma).
+  // d = c v - K ln2 for K = max(kmin, K): Cody-Waite, K ln2_hi exact; the
+  // first step in one fma, so the product c v is not rounded by itself
+  // where the ISA has FMA (fma_: also on AVX-512, where xsimd 8.1 has none).
+  SMAX_INLINE B reduce(B v, B K) const noexcept {
     B d = fma_<A, T>(c, v, K * B(-C::ln2_hi));
     if constexpr (has_fma_v<A>) {
       d = fnma_<A, T>(K, B(ln2_rest), d);
@@ -107,111 +160,134 @@ struct scaled_extexp {
       d = xsimd::fnma(K, B(C::ln2_mid), d);
       d = xsimd::fnma(K, B(C::ln2_lo), d);
     }
-    return xsimd::select(t < floor, B(T(0)), exp_poly<A, T>(d));
+    return d;
+  }
+
+  // Returns p; K = max(kmin, K) (NaN stays NaN: x86 max returns its second
+  // operand when either is NaN; +inf stays +inf).
+  SMAX_INLINE B operator()(B v, B& K) const noexcept {
+    const B Kr = round_mul<A, T>(v, clog2e);
+    K = xsimd::max(B(kmin), Kr);
+    return xsimd::select(Kr < B(kmin), B(T(0)), exp_poly<A, T>(reduce(v, K)));
   }
 };
 
-// Pass 1 state: feed every input value once through chunk(), in any order;
-// finish() says whether the two-pass result is exact and gives the
-// normalizer as sum * 2^emax.
-template <class A, class T>
-struct scaled_pass1 {
+// Pass 1 of softmax(c v) over the chunks that get(i, v) gives (see
+// ext_sum_loop): true if the two-pass result is exact, with the normalizer
+// sum * 2^emax.
+template <class A, class T, class Get>
+SMAX_INLINE bool scaled_pass1(std::size_t n, const scaled_extexp<A, T>& ex, Get&& get, double& sum, T& emax) noexcept {
   using B = xsimd::batch<T, A>;
-  using L = single_pass_limits<T>;
+  using E = scaled_extexp<A, T>;
   using C = exp_constants<T>;
-  static constexpr std::size_t W = B::size;
-  const scaled_extexp<A, T>& ex;
-  ext_sum<A, T> acc;
-  B vmax;
-
-  explicit scaled_pass1(const scaled_extexp<A, T>& e) noexcept
-      : ex(e), acc(std::nearbyint(-L::limit / 2 * C::log2e)), vmax(-L::limit) {}
-
-  // Four vectors of which the first `valid` lanes are input (the rest
-  // contribute nothing, whatever they hold: c * padding may be NaN).
-  SMAX_INLINE void chunk(B v0, B v1, B v2, B v3, std::size_t valid = 4 * W) noexcept {
-    B t0, t1, t2, t3, k0, k1, k2, k3;
-    B p0 = ex(v0, t0, k0), p1 = ex(v1, t1, k1), p2 = ex(v2, t2, k2), p3 = ex(v3, t3, k3);
-    if (valid < 4 * W) {
-      const B idx = lane_index<A, T>();
-      const auto keep = [&](B& p, B& t, std::size_t k) {
-        const auto live = idx < B(static_cast<T>(valid > k * W ? valid - k * W : 0));
-        p = xsimd::select(live, p, B(T(0)));
-        t = xsimd::select(live, t, B(-L::limit));
-      };
-      keep(p0, t0, 0);
-      keep(p1, t1, 1);
-      keep(p2, t2, 2);
-      keep(p3, t3, 3);
-    }
-    // A NaN t may or may not survive max on x86; the sum catches it then.
-    vmax = xsimd::max(vmax, xsimd::max(xsimd::max(t0, t1), xsimd::max(t2, t3)));
-    acc.add(p0, k0, p1, k1, p2, k2, p3, k3);
-  }
-
-  // x[0 .. r-1], r < 4 W.
-  SMAX_INLINE void tail(const T* x, std::size_t r) noexcept {
-    const auto part = [&](std::size_t k) {
-      return load_partial<A>(x + k * W, r > k * W ? (r - k * W < W ? r - k * W : W) : 0, T(0));
-    };
-    chunk(part(0), part(1), part(2), part(3), r);
-  }
-
-  bool finish(double& sum, T& emax) noexcept {
-    sum = acc.finish(emax);
-    return L::accepts(hmax<A>(vmax), sum);
-  }
-};
+  using L = single_pass_limits<T>;
+  // A copy: constants read through a reference to the caller's object are
+  // reloaded after every store (a vector store may alias anything).
+  const E e = ex;
+  const ext_pass1 r = ext_sum_loop<A, T>(n, static_cast<T>(std::nearbyint(-L::limit / 2 * C::log2e)), E::kmin, get,
+                                         [e](B v, B& K) { return e(v, K); });
+  sum = r.sum;
+  emax = static_cast<T>(r.emax);
+  return !r.nan && r.kmax >= E::klo && r.kmax <= E::khi && sum > 0 && sum < std::numeric_limits<double>::infinity();
+}
 
 // Pass 1 over x.
 template <class A, class T>
 bool scaled_two_pass_sum(const T* x, std::size_t n, const scaled_extexp<A, T>& ex, double& sum, T& emax) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
-  scaled_pass1<A, T> st(ex);
-  std::size_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W)
-    st.chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
-             B::load_unaligned(x + i + 3 * W));
-  if (i < n) st.tail(x + i, n - i);
-  return st.finish(sum, emax);
+  return scaled_pass1<A, T>(
+      n, ex,
+      [x, n](std::size_t i, B& v0, B& v1, B& v2, B& v3) {
+        if (i + 4 * W <= n) {
+          v0 = B::load_unaligned(x + i);
+          v1 = B::load_unaligned(x + i + W);
+          v2 = B::load_unaligned(x + i + 2 * W);
+          v3 = B::load_unaligned(x + i + 3 * W);
+        } else {
+          const std::size_t r = n - i;
+          const auto part = [&](std::size_t u) {
+            return load_partial<A>(x + i + u * W, r > u * W ? (r - u * W < W ? r - u * W : W) : 0, T(0));
+          };
+          v0 = part(0);
+          v1 = part(1);
+          v2 = part(2);
+          v3 = part(3);
+        }
+      },
+      sum, emax);
 }
 
-// p 2^(K - emax) * scale for p in [0, 2) (0 included), without subnormal
+// p 2^k with the result 0 where k < cut: one masked vscalefps on AVX-512.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> ldexp_or_zero(xsimd::batch<T, A> p, xsimd::batch<T, A> k,
+                                             xsimd::batch<T, A> cut) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(k, cut, _CMP_GE_OQ), p, k);
+    else
+      return _mm512_maskz_scalef_pd(_mm512_cmp_pd_mask(k, cut, _CMP_GE_OQ), p, k);
+  }
+#endif
+  return xsimd::select(k < cut, xsimd::batch<T, A>(T(0)), ldexp_small<A, T>(p, k));
+}
+
+// Writes p 2^(K - emax) * scale for p in [0.7, 1.42] without subnormal
 // arithmetic: results below the normal range are flushed to 0 (they are
-// below 1e-37, under every accuracy floor), everything else is formed from
-// normal numbers. (A multiply by a subnormal p 2^(K - emax) costs a
-// microcode assist on x86: 3.4x slower when a quarter of a row's outputs
-// are subnormal, as ssmax with a large scale gives.) The scale's exponent
-// is moved into the power of two, so p * scale_mantissa stays in [0, 4).
+// below 1e-37, under every accuracy floor) and everything else is formed
+// from normal numbers. (A multiply by a subnormal p 2^(K - emax) costs a
+// microcode assist on x86: ssmax with a large scale, a quarter of whose
+// outputs were subnormal, ran 3.4x slower.) The scale's mantissa goes into
+// the polynomial's coefficients (scaled_poly), its exponent into the power
+// of two: p * mantissa is in [0.7, 2.9), so k >= min_k + 1 gives a normal
+// result.
 template <class A, class T>
 struct normal_scale {
   using B = xsimd::batch<T, A>;
   using C = exp_constants<T>;
+  scaled_poly<A, T> poly;
   B mant, shift, cut;
-  normal_scale(double scale, T emax) noexcept : mant(T(0)), shift(T(0)), cut(T(C::min_k + 1)) {
+  static T mantissa(double scale) noexcept {
     int e = 0;
-    const double m = std::frexp(scale, &e);  // scale = m 2^e, m in [0.5, 1)
-    mant = B(static_cast<T>(2 * m));
+    return static_cast<T>(2 * std::frexp(scale, &e));  // scale = m 2^e, m in [0.5, 1)
+  }
+  normal_scale(double scale, T emax) noexcept
+      : poly(mantissa(scale)), mant(mantissa(scale)), shift(T(0)), cut(T(C::min_k + 1)) {
+    int e = 0;
+    std::frexp(scale, &e);
     shift = B(static_cast<T>(e - 1) - emax);
   }
-  SMAX_INLINE B operator()(B p, B K) const noexcept {
-    const B k = K + shift;  // p * mant in [0, 4): the result is >= 2^k / 2 when nonzero
-    return xsimd::select(k < cut, B(T(0)), ldexp_small<A, T>(p * mant, k));
+  // e^d 2^(K - emax) * scale
+  SMAX_INLINE B operator()(B d, B K) const noexcept { return ldexp_or_zero<A, T>(poly(d), K + shift, cut); }
+  // t 2^(K - emax) * scale, for t in [0.35, 2) (smaller t may round
+  // through a subnormal: correct, only slower)
+  SMAX_INLINE B value(B t, B K) const noexcept { return ldexp_or_zero<A, T>(t * mant, K + shift, cut); }
+};
+
+// Pass 2: y = e^(c x) / (sum 2^emax). x == y allowed. Only after an
+// accepted pass 1 (no NaN, c x <= limit): lanes below kmin come out 0
+// through normal_scale's cut (their K + shift is far below it).
+// The functor holds copies of everything (passed to map as a temporary):
+// constants reached through a reference to the caller's objects are
+// reloaded after every store to y (a vector store may alias anything).
+template <class A, class T>
+struct scaled_writer {
+  using B = xsimd::batch<T, A>;
+  using E = scaled_extexp<A, T>;
+  E ex;
+  normal_scale<A, T> out;
+  scaled_writer(const E& e, double sum, T emax) noexcept : ex(e), out(1.0 / sum, emax) {}
+  SMAX_INLINE B operator()(B v) const noexcept {
+    const B K = xsimd::max(B(E::kmin), round_mul<A, T>(v, ex.clog2e));
+    return out(ex.reduce(v, K), K);
   }
 };
 
-// Pass 2: y = e^(c x) / (sum 2^emax). x == y allowed.
 template <class A, class T>
 void scaled_two_pass_write(const T* x, T* y, std::size_t n, const scaled_extexp<A, T>& ex, double sum,
                            T emax) noexcept {
-  using B = xsimd::batch<T, A>;
-  const normal_scale<A, T> out(1.0 / sum, emax);
-  map<A>(x, y, n, [&](B v) {
-    B t, K;
-    const B p = ex(v, t, K);
-    return out(p, K);
-  });
+  map<A>(x, y, n, scaled_writer<A, T>(ex, sum, emax));
 }
 
 // Smallest element (NaN if the lanes saw one; +inf for n = 0).
@@ -268,11 +344,11 @@ void scaled_softmax_three_pass(const T* x, T* y, std::size_t n, T c) noexcept {
   }
   const B mb(m), cb(c);
   const shifted_exp<A, T, false> ex(T(0));
-  const auto f = [&](B v) { return ex(cb * (v - mb)); };
+  const auto f = [ex, cb, mb](B v) { return ex(cb * (v - mb)); };
   const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, f);
   if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
   const B inv(static_cast<T>(1.0 / s));
-  map<A>(x, y, n, [&](B v) { return f(v) * inv; });
+  map<A>(x, y, n, [f, inv](B v) { return f(v) * inv; });
 }
 
 // softmax(c x) for any finite c.
