@@ -108,6 +108,8 @@ def write_markdown(ctx, results, outdir):
     lines.append("# smax benchmark report\n")
     caches = ", ".join("L%d%s %d KiB" % (c["level"], c["type"][0].lower() if c["type"] != "Unified" else "",
                                          c["size"] // 1024) for c in ctx.get("caches", []))
+    if not caches:
+        caches = ctx.get("cache_sizes", "?")
     lines.append("Machine: %s, %s CPUs at %s MHz; caches: %s; load average at start: %s.  " % (
         ctx.get("cpu_model", "?"), ctx.get("num_cpus", "?"), ctx.get("mhz_per_cpu", "?"), caches,
         ", ".join("%.2f" % v for v in ctx.get("load_avg", []))))

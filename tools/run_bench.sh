@@ -86,18 +86,21 @@ cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSMAX_BUILD_TESTS=OFF -
 cmake --build "$build" --target smax_bench -j "$jobs"
 bench="$build/bench/smax_bench"
 
-# 3. What to run.
+# 3. What to run. The best ISA this CPU has picks the ISA of the other
+# families' default entries.
+best_isa=$("$bench" --smax_isas | cut -d, -f1)
+[ -n "$best_isa" ] || best_isa=sse2
 sizes='(4096|65536|1048576|16777216|67108864)'
 if [ -z "$filter" ]; then
   if [ "$full" = 1 ]; then
     filter='.'
   else
     # softmax (every algorithm and ISA), the peers and the roofline at five
-    # sizes from L1 to DRAM; the batch with `automatic` and the peers; any
-    # other kernel family at 64K and 16M floats.
+    # sizes from L1 to DRAM; the batch with `automatic` and the peers; every
+    # other kernel family (and its baselines) on the best ISA at 64K and 16M.
     filter="^(softmax/[a-z_]+|log_softmax|[a-z]+/softmax|roofline/rw2)/f32/[a-z0-9]+/$sizes\$"
     filter+='|^(softmax_batched/automatic|[a-z]+/softmax_batched)/f32/'
-    filter+='|^[a-z0-9_]+(/[a-z0-9_]+)?/f32/[a-z0-9]+/(65536|16777216)$'
+    filter+="|^[^/]+(/[^/]+)*/f32/($best_isa|native|baseline)/(65536|16777216)\$"
   fi
 fi
 [ -n "$reps" ] || reps=$([ "$full" = 1 ] && echo 5 || echo 3)

@@ -122,12 +122,6 @@ struct single_pass_limits {
   static SMAX_INLINE bool accepts(T vmax, double s) noexcept {
     return vmax >= -limit / 2 && vmax <= limit && s > 0 && s < std::numeric_limits<double>::infinity();
   }
-  // The same test on kmax = max round(x log2e) (two-pass tracks that).
-  static SMAX_INLINE bool accepts_k(T kmax, double s) noexcept {
-    return kmax >= std::nearbyint(-limit / 2 * exp_constants<T>::log2e) &&
-           kmax <= std::nearbyint(limit * exp_constants<T>::log2e) && s > 0 &&
-           s < std::numeric_limits<double>::infinity();
-  }
 };
 
 // p * 2^k for integer-valued k <= 127 (float) / 1023 (double), p finite;
@@ -344,21 +338,35 @@ SMAX_FLATTEN void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
   }
   flush();
 
-  const T Emax = hmax<A>(E);
   const T km = hmax<A>(kmax);
+  const bool in_range =
+      km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
+
+  const T Emax = hmax<A>(E);
   // A NaN partial sum must be seen before the rescale below: a lane whose E
   // is far under Emax is flushed to 0 there, NaN or not.
   const double raw = total.sum();
   const bool nan_seen = !(raw == raw);
   const double s = total.dot(ldexp_small<A, T>(B(T(1)), E - B(Emax)));
-  if (nan_seen || !L::accepts_k(km, s)) return softmax_three_pass<A>(x, y, n, false);
+  if (nan_seen || !in_range || !(s > 0 && s < std::numeric_limits<double>::infinity()))
+    return softmax_three_pass<A>(x, y, n, false);
   // y = e^x 2^-Emax / s (every K here is at most Emax + 16).
   map<A>(x, y, n, exp_ref<A, T>(-L::limit, Emax, static_cast<T>(1.0 / s)));
 }
 
-// Below this many bytes of input, `automatic` keeps the data in L2 and uses
-// three-pass reload; above it, two-pass (two reads instead of three).
-constexpr std::size_t automatic_two_pass_bytes = std::size_t(256) << 10;
+// `automatic`: three-pass reload while the input fits in cache (one exp per
+// element; its five passes over the data then cost little), two-pass from
+// this many bytes of input (two reads and one write from DRAM, but two exps
+// per element). Measured with smax_bench (README, "Tuning"; Zen 5, float):
+// two-pass / reload = 0.96 at 2 MiB and 1.13 at 4 MiB with AVX-512, 0.75 at
+// 4 MiB and 1.11 at 8 MiB with AVX2. SSE2 (4 lanes, no FMA) is bound by the
+// exp everywhere, 256 MiB included, so reload, with half the exps, always
+// wins there; the same is assumed for the other 4-lane ISAs (NEON).
+template <class A>
+constexpr std::size_t automatic_two_pass_bytes =
+    is_avx512_v<A> ? (std::size_t(4) << 20)
+    : std::is_base_of<xsimd::fma3<xsimd::avx2>, A>::value ? (std::size_t(8) << 20)
+                                                           : ~std::size_t(0);
 
 template <class A, class T>
 void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
@@ -374,7 +382,7 @@ void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
       return softmax_online<A>(x, y, n);
     case algorithm::automatic:
     default:
-      if (n * sizeof(T) <= automatic_two_pass_bytes) return softmax_three_pass<A>(x, y, n, true);
+      if (n * sizeof(T) < automatic_two_pass_bytes<A>) return softmax_three_pass<A>(x, y, n, true);
       return softmax_two_pass<A>(x, y, n);
   }
 }

@@ -1,0 +1,43 @@
+// Peer: libtorch's CPU softmax (at::_softmax_out on a 1-D tensor wrapping
+// the buffers, no copies), one intra-op thread. Built only when CMake finds
+// Torch (-DTorch_DIR=...): libtorch is not packaged in Debian 12, so this
+// file has not been compiled on the project's machine.
+#include <torch/torch.h>
+
+#include <smax/dynamic.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+void torch_run(const float* x, float* y, std::size_t rows, std::size_t cols) {
+  static const bool single = [] {
+    at::set_num_threads(1);
+    return true;
+  }();
+  (void)single;
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+  const std::vector<int64_t> shape = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
+  const at::Tensor in = torch::from_blob(const_cast<float*>(x), shape, opts);
+  at::Tensor out = torch::from_blob(y, shape, opts);
+  at::_softmax_out(out, in, 1, false);
+}
+
+SMAX_BENCH_REGISTER(peer_libtorch) {
+  smax_bench::kernel<float> k;
+  k.name = "libtorch/softmax";
+  k.label = "peer";
+  k.traffic = {3, 2};
+  k.run = [](const float* x, float* y, std::size_t n) { torch_run(x, y, 1, n); };
+  k.run_batch = [](const float* x, float* y, std::size_t rows, std::size_t cols) { torch_run(x, y, rows, cols); };
+  k.check = smax_bench::compare_check<float>(
+      [](const float* x, float* y, std::size_t n) { smax::dynamic::softmax(x, y, n); }, 3e-2, 1e-30);
+  smax_bench::register_once(k, "native", smax_bench::sizes<float>());
+  smax_bench::kernel<float> b = k;
+  b.name = "libtorch/softmax_batched";
+  b.traffic = {1, 1};
+  b.roof = smax_bench::roof_kind::copy;
+  smax_bench::register_batched(b, "native", false);
+}
+
+}  // namespace
