@@ -12,10 +12,11 @@
 #            has, the examples, SMAX_ISA forcing, packaging (find_package
 #            against an install prefix, add_subdirectory)
 #   clang    clang++ -O2, warnings as errors: the same tests, less packaging
-#   asan     g++ Debug with AddressSanitizer + UndefinedBehaviorSanitizer,
+#   asan     g++ Debug at -O1 with AddressSanitizer + UndefinedBehaviorSanitizer,
 #            xsimd assertions on; large sizes capped at 1M (SMAX_TEST_MAX_N)
 #   neon     aarch64 cross build, tests run under qemu-aarch64; large sizes
-#            capped at 1M (SMAX_TEST_MAX_N)
+#            capped at 512K (SMAX_TEST_MAX_N: QEMU emulates long double, the
+#            references' type, in software)
 #   tsan     clang++ ThreadSanitizer: threads calling at once, the thread
 #            pool, a long row split across threads (tests/tsan)
 #   fuzz     (not in the default list; name it to run it) the libFuzzer
