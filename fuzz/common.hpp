@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <limits>
 #include <string>
 #include <vector>
@@ -22,8 +23,36 @@
 
 namespace smax_fuzz {
 
+// The largest output a normalized function may return: 1 plus the rounding
+// of its last product (e * (1 / sum) is not always <= 1 for a single
+// dominant entry; the documented error bounds allow it).
+template <class T>
+constexpr T one_plus_rounding() {
+  return T(1) + 2 * std::numeric_limits<T>::epsilon();
+}
+
+// What the current input decoded to (set by the targets), printed by fail().
+inline std::string& context() {
+  static std::string c;
+  return c;
+}
+
+template <class T>
+void describe(const char* name, const std::vector<T>& v) {
+  std::string& c = context();
+  c += std::string(name) + "[" + std::to_string(v.size()) + "] =";
+  char buf[48];
+  for (std::size_t i = 0; i < v.size() && i < 48; ++i) {
+    std::snprintf(buf, sizeof buf, " %a", static_cast<double>(v[i]));
+    c += buf;
+  }
+  if (v.size() > 48) c += " ...";
+  c += "\n";
+}
+
 [[noreturn]] inline void fail(const std::string& what) {
-  std::fprintf(stderr, "smax fuzz check failed: %s (isa %s)\n", what.c_str(), smax::dynamic::active_isa());
+  std::fprintf(stderr, "smax fuzz check failed: %s (isa %s)\n%s", what.c_str(), smax::dynamic::active_isa(),
+               context().c_str());
   std::abort();
 }
 
@@ -198,7 +227,7 @@ void check_softmax_values(const std::vector<T>& x, const std::vector<T>& y, cons
   const auto ref = ref_softmax(x, false);
   double sum = 0;
   for (std::size_t i = 0; i < y.size(); ++i) {
-    if (!(y[i] >= 0 && y[i] <= 1)) fail(std::string(fn) + ": output outside [0, 1] at " + std::to_string(i));
+    if (!(y[i] >= 0 && y[i] <= one_plus_rounding<T>())) fail(std::string(fn) + ": output outside [0, 1] at " + std::to_string(i));
     sum += y[i];
     if (ref[i] > 1e-30L) {
       if (std::fabs((y[i] - ref[i]) / ref[i]) > tol)
@@ -208,6 +237,65 @@ void check_softmax_values(const std::vector<T>& x, const std::vector<T>& y, cons
     }
   }
   if (!y.empty() && std::fabs(sum - 1.0) > tol * 2) fail(std::string(fn) + ": outputs do not sum to 1");
+}
+
+// Calls f; true if it threw std::invalid_argument (anything else thrown is
+// a finding).
+template <class F>
+bool throws_invalid(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument&) {
+    return true;
+  } catch (...) {
+    fail("threw something other than std::invalid_argument");
+  }
+  return false;
+}
+
+// memcmp that accepts null pointers for zero bytes (memcmp itself does not).
+inline bool same_bytes(const void* a, const void* b, std::size_t bytes) {
+  return bytes == 0 || std::memcmp(a, b, bytes) == 0;
+}
+
+// Runs f(x_ptr, y_ptr) on guarded copies of x (in place when asked, with
+// the buffers misaligned by `offset`), checks that nothing outside [0, n)
+// was written and that an out-of-place call left x alone; returns y.
+template <class T, class F>
+std::vector<T> run_guarded(const std::vector<T>& x, bool in_place, std::size_t offset, const char* fn, F&& f) {
+  const std::size_t n = x.size();
+  guarded<T> xb(n, offset), yb(n, offset + 1);
+  xb.assign(x);
+  f(xb.data(), in_place ? xb.data() : yb.data());
+  xb.check_guards(fn);
+  yb.check_guards(fn);
+  if (!in_place) {
+    const std::vector<T> after = xb.vec();
+    if (!same_bytes(after.data(), x.data(), n * sizeof(T))) fail(std::string(fn) + ": input modified");
+  }
+  return in_place ? xb.vec() : yb.vec();
+}
+
+// |y_i - ref_i| <= tol_i * |ref_i| for every output above 1e-30 (tol from
+// the caller, per element), tiny outputs tiny, and y in [0, 1].
+template <class T, class Tol>
+void check_relative(const std::vector<T>& y, const std::vector<long double>& ref, Tol&& tol, const char* fn) {
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (!(y[i] >= 0 && y[i] <= one_plus_rounding<T>())) fail(std::string(fn) + ": output outside [0, 1] at " + std::to_string(i));
+    const long double t = tol(i);
+    if (ref[i] > 1e-30L) {
+      if (std::fabs((y[i] - ref[i]) / ref[i]) > t)
+        fail(std::string(fn) + ": relative error above the documented bound at " + std::to_string(i));
+    } else if (y[i] > 1e-30L * (1 + t) + 1e-36L) {
+      fail(std::string(fn) + ": tiny output too large at " + std::to_string(i));
+    }
+  }
+}
+
+template <class T>
+void check_all_nan(const std::vector<T>& y, const char* fn) {
+  for (T v : y)
+    if (v == v) fail(std::string(fn) + ": NaN input must give all-NaN output");
 }
 
 template <class T>

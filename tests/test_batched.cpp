@@ -173,3 +173,126 @@ TEST_CASE("executors: function_executor and a reused pool", "[batched]") {
     REQUIRE(bitwise_equal(a, b));
   }
 }
+
+namespace {
+
+// Every batched function of the rest of the family as (inputs, output) on
+// matrices of one shape; `rows` is the single-vector function of one row.
+template <class T>
+struct batched_fn {
+  const char* name;
+  // x, y (a genuine forward output where the function reads one), dy -> out
+  void (*matrix)(smax::matrix_view<const T> x, smax::matrix_view<const T> y, smax::matrix_view<const T> dy,
+                 smax::matrix_view<T> out, smax::executor* ex);
+  void (*row)(const T* x, const T* y, const T* dy, T* out, std::size_t n, std::size_t r);
+};
+
+template <class T>
+std::vector<batched_fn<T>> rest_of_family() {
+  namespace d = smax::dynamic;
+  using MC = smax::matrix_view<const T>;
+  using M = smax::matrix_view<T>;
+  using E = smax::executor*;
+  return {
+      {"sparsemax", [](MC x, MC, MC, M o, E ex) { d::sparsemax(x, o, ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t) { d::sparsemax(x, o, n); }},
+      {"entmax15", [](MC x, MC, MC, M o, E ex) { d::entmax15(x, o, ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t) { d::entmax15(x, o, n); }},
+      {"entmax_bisect", [](MC x, MC, MC, M o, E ex) { d::entmax_bisect(x, o, T(1.3), 20, ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t) { d::entmax_bisect(x, o, n, T(1.3), 20); }},
+      {"stablemax", [](MC x, MC, MC, M o, E ex) { d::stablemax(x, o, ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t) { d::stablemax(x, o, n); }},
+      {"log_stablemax", [](MC x, MC, MC, M o, E ex) { d::log_stablemax(x, o, ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t) { d::log_stablemax(x, o, n); }},
+      {"softpick", [](MC x, MC, MC, M o, E ex) { d::softpick(x, o, T(1e-3), ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t) { d::softpick(x, o, n, T(1e-3)); }},
+      {"ssmax", [](MC x, MC, MC, M o, E ex) { d::ssmax(x, o, T(0.43), T(0.2), ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t) { d::ssmax(x, o, n, T(0.43), T(0.2)); }},
+      {"gumbel_softmax", [](MC x, MC, MC, M o, E ex) { d::gumbel_softmax(x, o, T(0.6), 99, false, ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t r) {
+         d::gumbel_softmax(x, o, n, T(0.6), smax::gumbel_row_seed(99, r));
+       }},
+      {"gumbel_softmax/hard", [](MC x, MC, MC, M o, E ex) { d::gumbel_softmax(x, o, T(0.6), 99, true, ex); },
+       [](const T* x, const T*, const T*, T* o, std::size_t n, std::size_t r) {
+         d::gumbel_softmax(x, o, n, T(0.6), smax::gumbel_row_seed(99, r), true);
+       }},
+      {"softmax_backward", [](MC, MC y, MC dy, M o, E ex) { d::softmax_backward(y, dy, o, ex); },
+       [](const T*, const T* y, const T* dy, T* o, std::size_t n, std::size_t) { d::softmax_backward(y, dy, o, n); }},
+      {"log_softmax_backward", [](MC, MC y, MC dy, M o, E ex) { d::log_softmax_backward(y, dy, o, ex); },
+       [](const T*, const T* y, const T* dy, T* o, std::size_t n, std::size_t) { d::log_softmax_backward(y, dy, o, n); }},
+      {"sparsemax_backward", [](MC, MC y, MC dy, M o, E ex) { d::sparsemax_backward(y, dy, o, ex); },
+       [](const T*, const T* y, const T* dy, T* o, std::size_t n, std::size_t) { d::sparsemax_backward(y, dy, o, n); }},
+      {"entmax_backward", [](MC, MC y, MC dy, M o, E ex) { d::entmax_backward(y, dy, o, T(1.5), ex); },
+       [](const T*, const T* y, const T* dy, T* o, std::size_t n, std::size_t) { d::entmax_backward(y, dy, o, n, T(1.5)); }},
+      {"stablemax_backward", [](MC x, MC, MC dy, M o, E ex) { d::stablemax_backward(x, dy, o, ex); },
+       [](const T* x, const T*, const T* dy, T* o, std::size_t n, std::size_t) { d::stablemax_backward(x, dy, o, n); }},
+      {"softpick_backward", [](MC x, MC y, MC dy, M o, E ex) { d::softpick_backward(x, y, dy, o, T(1e-3), ex); },
+       [](const T* x, const T* y, const T* dy, T* o, std::size_t n, std::size_t) {
+         d::softpick_backward(x, y, dy, o, n, T(1e-3));
+       }},
+  };
+}
+
+template <class T>
+void rest_of_family_rows(const std::string& isa) {
+  smax::thread_pool pool3(3);
+  for (std::size_t cols : {1, 9, 70, 1500}) {
+    const std::size_t rows = 23, ld = cols + 3;
+    const auto x = smax_test::normal<T>(rows * ld, 3.0, cols + 1);
+    const auto dy = smax_test::normal<T>(rows * ld, 1.0, cols + 2);
+    // y: a probability-like matrix (the softmax of x) for the backward passes.
+    std::vector<T> y(rows * ld, T(0));
+    for (std::size_t r = 0; r < rows; ++r) smax::dynamic::softmax(x.data() + r * ld, y.data() + r * ld, cols);
+    const smax::matrix_view<const T> X(x.data(), rows, cols, ld), Y(y.data(), rows, cols, ld), DY(dy.data(), rows, cols, ld);
+    for (const auto& f : rest_of_family<T>()) {
+      INFO("isa " << isa << " " << f.name << " cols " << cols);
+      std::vector<T> one(rows * (ld + 2), T(-7)), three(rows * (ld + 2), T(-7)), row(cols);
+      f.matrix(X, Y, DY, smax::matrix_view<T>(one.data(), rows, cols, ld + 2), nullptr);
+      f.matrix(X, Y, DY, smax::matrix_view<T>(three.data(), rows, cols, ld + 2), &pool3);
+      CHECK(bitwise_equal(one, three));  // any thread count: the same bits
+      bool rows_equal = true, padding_kept = true;
+      for (std::size_t r = 0; r < rows; ++r) {
+        f.row(x.data() + r * ld, y.data() + r * ld, dy.data() + r * ld, row.data(), cols, r);
+        rows_equal = rows_equal && std::memcmp(row.data(), one.data() + r * (ld + 2), cols * sizeof(T)) == 0;
+        for (std::size_t c = cols; c < ld + 2; ++c) padding_kept = padding_kept && one[r * (ld + 2) + c] == T(-7);
+      }
+      CHECK(rows_equal);
+      CHECK(padding_kept);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("batched forms of the whole family equal the vector functions row by row, any thread count", "[batched]") {
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    rest_of_family_rows<float>(isa);
+    rest_of_family_rows<double>(isa);
+  }
+}
+
+TEST_CASE("batched forms check their arguments before any row runs", "[batched]") {
+  std::vector<float> a(64, 0.5f), b(64, -3.0f);
+  const smax::matrix_view<const float> x(a.data(), 4, 8, 8), bad(a.data(), 4, 8, 4);
+  const smax::matrix_view<float> y(b.data(), 4, 8, 8), small(b.data(), 3, 8, 8);
+  CHECK_THROWS_AS(smax::dynamic::sparsemax(bad, y), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::stablemax(x, small), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::entmax_bisect(x, y, 0.5f), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::softpick(x, y, -1.0f), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::ssmax(x, y, std::numeric_limits<float>::infinity()), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::ssmax(x, y, 2e38f, 2e38f), std::invalid_argument);  // s log 8 + b overflows float
+  CHECK_THROWS_AS(smax::dynamic::gumbel_softmax(x, y, 0.0f, 1), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::entmax_backward(x, x, y, 0.9f), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::softpick_backward(x, x, x, y, std::nanf("")), std::invalid_argument);
+  CHECK_THROWS_AS(smax::dynamic::softmax_backward(x, bad, y), std::invalid_argument);
+  try {
+    smax::dynamic::stablemax_backward(x, bad, y);
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("dy") != std::string::npos);  // the message names the parameter
+  }
+  for (float v : b) CHECK(v == -3.0f);  // nothing written
+  // Rows drawing Gumbel noise get independent seeds.
+  CHECK(smax::gumbel_row_seed(1, 0) != smax::gumbel_row_seed(1, 1));
+  CHECK(smax::gumbel_row_seed(1, 1) != smax::gumbel_row_seed(2, 0));
+}

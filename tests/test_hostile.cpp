@@ -136,3 +136,146 @@ TEST_CASE("n = 0 with null pointers touches nothing", "[hostile]") {
     SUCCEED("no crash");
   }
 }
+
+namespace {
+
+// Every single-vector function of the public API as out = f(x, dy, n)
+// (dy, a second input, only where the function takes one; backward passes
+// get a genuine forward output where they need y).
+template <class T>
+struct api_call {
+  const char* name;
+  void (*run)(const T* x, const T* dy, T* out, std::size_t n);
+};
+
+template <class T>
+std::vector<api_call<T>> every_function() {
+  namespace d = smax::dynamic;
+  return {
+      {"softmax/automatic", [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n); }},
+      {"softmax/two_pass", [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n, smax::algorithm::two_pass); }},
+      {"softmax/online", [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n, smax::algorithm::online); }},
+      {"softmax/recompute", [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n, smax::algorithm::three_pass_recompute); }},
+      {"log_softmax", [](const T* x, const T*, T* y, std::size_t n) { d::log_softmax(x, y, n); }},
+      {"sparsemax", [](const T* x, const T*, T* y, std::size_t n) { d::sparsemax(x, y, n); }},
+      {"entmax15", [](const T* x, const T*, T* y, std::size_t n) { d::entmax15(x, y, n); }},
+      {"entmax_bisect", [](const T* x, const T*, T* y, std::size_t n) { d::entmax_bisect(x, y, n, T(1.25)); }},
+      {"stablemax", [](const T* x, const T*, T* y, std::size_t n) { d::stablemax(x, y, n); }},
+      {"log_stablemax", [](const T* x, const T*, T* y, std::size_t n) { d::log_stablemax(x, y, n); }},
+      {"softpick", [](const T* x, const T*, T* y, std::size_t n) { d::softpick(x, y, n); }},
+      {"ssmax", [](const T* x, const T*, T* y, std::size_t n) { d::ssmax(x, y, n, T(0.43), T(0.1)); }},
+      {"gumbel_noise", [](const T*, const T*, T* y, std::size_t n) { d::gumbel_noise(y, n, 42, 7); }},
+      {"gumbel_softmax", [](const T* x, const T*, T* y, std::size_t n) { d::gumbel_softmax(x, y, n, T(0.7), 42); }},
+      {"gumbel_softmax/hard", [](const T* x, const T*, T* y, std::size_t n) { d::gumbel_softmax(x, y, n, T(0.7), 42, true); }},
+      {"softmax_backward", [](const T* x, const T* dy, T* dx, std::size_t n) {
+         std::vector<T> y(n);
+         d::softmax(x, y.data(), n);
+         d::softmax_backward(y.data(), dy, dx, n);
+       }},
+      {"log_softmax_backward", [](const T* x, const T* dy, T* dx, std::size_t n) {
+         std::vector<T> y(n);
+         d::log_softmax(x, y.data(), n);
+         d::log_softmax_backward(y.data(), dy, dx, n);
+       }},
+      {"sparsemax_backward", [](const T* x, const T* dy, T* dx, std::size_t n) {
+         std::vector<T> y(n);
+         d::sparsemax(x, y.data(), n);
+         d::sparsemax_backward(y.data(), dy, dx, n);
+       }},
+      {"entmax_backward", [](const T* x, const T* dy, T* dx, std::size_t n) {
+         std::vector<T> y(n);
+         d::entmax_bisect(x, y.data(), n, T(1.25));
+         d::entmax_backward(y.data(), dy, dx, n, T(1.25));
+       }},
+      {"stablemax_backward", [](const T* x, const T* dy, T* dx, std::size_t n) { d::stablemax_backward(x, dy, dx, n); }},
+      {"softpick_backward", [](const T* x, const T* dy, T* dx, std::size_t n) {
+         std::vector<T> y(n);
+         d::softpick(x, y.data(), n);
+         d::softpick_backward(x, y.data(), dy, dx, n);
+       }},
+  };
+}
+
+// Largest |a - b| relative to max(|b|, floor) over the elements.
+template <class T>
+double max_rel_diff(const std::vector<T>& a, const std::vector<T>& b, double floor) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])) / std::max(std::fabs(double(b[i])), floor));
+  }
+  return worst;
+}
+
+template <class T>
+void every_function_in_flush_modes(const std::string& isa) {
+  // Logits spread wide enough that many outputs and intermediate terms fall
+  // in the denormal range, plus denormal inputs.
+  const std::size_t n = 777;
+  auto x = smax_test::normal<T>(n, 30.0, 5);
+  x[3] = std::numeric_limits<T>::denorm_min();
+  x[4] = -std::numeric_limits<T>::denorm_min();
+  const auto dy = smax_test::normal<T>(n, 1.0, 6);
+  // Outputs may differ only where a denormal was flushed: relative to the
+  // output scale of each function (1 for probabilities and gradients of
+  // unit-scale dy, |log| for the log forms), at most a few ulp.
+  const double tol = sizeof(T) == 4 ? 1e-5 : 1e-13;
+  for (const auto& f : every_function<T>()) {
+    std::vector<T> normal_mode(n), flushed(n);
+    f.run(x.data(), dy.data(), normal_mode.data(), n);
+    {
+      flush_denormals mode;
+      if (!flush_denormals::active()) {
+        WARN("could not enable flush-to-zero on this platform");
+        return;
+      }
+      f.run(x.data(), dy.data(), flushed.data(), n);
+    }
+    INFO("isa " << isa << " " << f.name);
+    CHECK(max_rel_diff(flushed, normal_mode, 1.0) <= tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every function keeps its results in flush-to-zero / denormals-are-zero mode", "[hostile]") {
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    every_function_in_flush_modes<float>(isa);
+    every_function_in_flush_modes<double>(isa);
+  }
+}
+
+TEST_CASE("many threads calling every function of the API at once get the single-thread bits", "[hostile][threads]") {
+  const std::size_t n = 2049;
+  const auto x = smax_test::normal<float>(n, 4.0, 11);
+  const auto dy = smax_test::normal<float>(n, 1.0, 12);
+  const auto fns = every_function<float>();
+  std::vector<std::vector<float>> expect(fns.size(), std::vector<float>(n));
+  for (std::size_t k = 0; k < fns.size(); ++k) fns[k].run(x.data(), dy.data(), expect[k].data(), n);
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<float> out(n);
+      for (int rep = 0; rep < 6; ++rep)
+        for (std::size_t j = 0; j < fns.size(); ++j) {
+          const std::size_t k = (j + t) % fns.size();  // threads in different functions at once
+          fns[k].run(x.data(), dy.data(), out.data(), n);
+          if (std::memcmp(out.data(), expect[k].data(), n * sizeof(float)) != 0) ++mismatches;
+        }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("n = 0 with null pointers touches nothing, for every function", "[hostile]") {
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (const auto& f : every_function<float>()) f.run(nullptr, nullptr, nullptr, 0);
+    for (const auto& f : every_function<double>()) f.run(nullptr, nullptr, nullptr, 0);
+    smax::dynamic::softpick_backward(static_cast<const float*>(nullptr), nullptr, nullptr, nullptr, 0);
+    smax::dynamic::stablemax_backward(static_cast<const double*>(nullptr), nullptr, nullptr, 0);
+    SUCCEED("no crash (ASan and UBSan builds check the accesses)");
+  }
+}

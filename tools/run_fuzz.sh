@@ -4,6 +4,10 @@
 #
 #   tools/run_fuzz.sh [seconds per target, default 20] [target ...]
 #
+# The random seed is fixed (SMAX_FUZZ_SEED, default 1) so that a run is
+# repeatable: a finding in CI is a real input, found again by the same
+# command, not noise. Set SMAX_FUZZ_SEED=0 for a fresh seed each time.
+#
 # A finding stops the run with a non-zero exit and leaves the crashing input
 # in build-fuzz/artifacts/; turn it into a Catch2 regression test.
 set -euo pipefail
@@ -30,7 +34,7 @@ for t in "${targets[@]}"; do
   seeds="fuzz/corpus/$t"
   [ -d "$seeds" ] || seeds=""
   echo "== $t: ${secs}s"
-  if "$build/fuzz/$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+  if "$build/fuzz/$t" -seed="${SMAX_FUZZ_SEED:-1}" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
       -artifact_prefix="$build/artifacts/$t-" "$work" $seeds >"$build/$t.log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/$t.log" | grep -o '[0-9]*$' || echo '?')
     echo "   ok: $runs executions, no finding"

@@ -12,11 +12,14 @@
 #            has, the examples, SMAX_ISA forcing, packaging (find_package
 #            against an install prefix, add_subdirectory)
 #   clang    clang++ -O2, warnings as errors: the same tests, less packaging
-#   asan     g++ Debug at -O1 with AddressSanitizer + UndefinedBehaviorSanitizer,
-#            xsimd assertions on; large sizes capped at 1M (SMAX_TEST_MAX_N)
+#   asan     g++ Debug (-O0: at -O1 the sanitized per-ISA TUs take 10x
+#            longer to compile) with AddressSanitizer + UndefinedBehaviorSanitizer,
+#            xsimd assertions on; large sizes capped at 256K (SMAX_TEST_MAX_N);
+#            the examples are left to release and clang
 #   neon     aarch64 cross build, tests run under qemu-aarch64; large sizes
-#            capped at 512K (SMAX_TEST_MAX_N: QEMU emulates long double, the
-#            references' type, in software)
+#            capped at 128K (SMAX_TEST_MAX_N: QEMU emulates long double, the
+#            references' type, in software); the examples are left to release
+#            and clang
 #   tsan     clang++ ThreadSanitizer: threads calling at once, the thread
 #            pool, a long row split across threads (tests/tsan)
 #   fuzz     (not in the default list; name it to run it) the libFuzzer

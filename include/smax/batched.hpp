@@ -46,6 +46,16 @@ struct matrix_view {
   T* row(std::size_t r) const noexcept { return data + r * stride; }
 };
 
+// Row r's seed for batched gumbel_softmax: a bijective 64-bit mix of (seed,
+// r) (splitmix64's finalizer on seed + golden-ratio multiples of r + 1), so
+// nearby seeds and rows never share a Philox key in practice.
+constexpr std::uint64_t gumbel_row_seed(std::uint64_t seed, std::uint64_t r) noexcept {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (r + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 namespace detail {
 
 // Rows at least this long are split into blocks (see the file comment).
@@ -57,11 +67,13 @@ constexpr std::size_t block_elems = std::size_t(1) << 16;
 constexpr std::size_t task_elems = std::size_t(1) << 16;
 
 template <class T, class U>
-void check_shapes(const char* fn, const matrix_view<T>& x, const matrix_view<U>& y) {
-  const std::string f(fn);
-  if (x.stride < x.cols) throw std::invalid_argument(f + ": x.stride must be >= x.cols");
-  if (y.stride < y.cols) throw std::invalid_argument(f + ": y.stride must be >= y.cols");
-  if (x.rows != y.rows || x.cols != y.cols) throw std::invalid_argument(f + ": x and y must have the same rows and cols");
+void check_shapes(const char* fn, const matrix_view<T>& x, const matrix_view<U>& y, const char* xn = "x",
+                  const char* yn = "y") {
+  const std::string f(fn), a(xn), b(yn);
+  if (x.stride < x.cols) throw std::invalid_argument(f + ": " + a + ".stride must be >= " + a + ".cols");
+  if (y.stride < y.cols) throw std::invalid_argument(f + ": " + b + ".stride must be >= " + b + ".cols");
+  if (x.rows != y.rows || x.cols != y.cols)
+    throw std::invalid_argument(f + ": " + a + " and " + b + " must have the same rows and cols");
   if (x.rows && x.cols && (!x.data || !y.data)) throw std::invalid_argument(f + ": null data for a non-empty matrix");
 }
 
@@ -70,17 +82,53 @@ inline executor& default_executor(executor* ex) {
   return ex ? *ex : seq;
 }
 
-// Calls f(row_in, row_out) for every row, rows grouped into tasks of about
+// Calls f(r) for every row index r < rows, rows grouped into tasks of about
 // task_elems elements.
+template <class F>
+void for_each_row_index(std::size_t rows, std::size_t cols, executor& ex, F&& f) {
+  if (rows == 0 || cols == 0) return;
+  const std::size_t per_task = std::max<std::size_t>(1, task_elems / cols);
+  const std::size_t tasks = (rows + per_task - 1) / per_task;
+  ex.run(tasks, [&](std::size_t t) {
+    const std::size_t end = std::min(rows, (t + 1) * per_task);
+    for (std::size_t r = t * per_task; r < end; ++r) f(r);
+  });
+}
+
+// Calls f(row_in, row_out) for every row.
 template <class T, class U, class F>
 void for_each_row(const matrix_view<T>& x, const matrix_view<U>& y, executor& ex, F&& f) {
-  if (x.rows == 0 || x.cols == 0) return;
-  const std::size_t per_task = std::max<std::size_t>(1, task_elems / x.cols);
-  const std::size_t tasks = (x.rows + per_task - 1) / per_task;
-  ex.run(tasks, [&](std::size_t t) {
-    const std::size_t end = std::min(x.rows, (t + 1) * per_task);
-    for (std::size_t r = t * per_task; r < end; ++r) f(x.row(r), y.row(r));
-  });
+  for_each_row_index(x.rows, x.cols, ex, [&](std::size_t r) { f(x.row(r), y.row(r)); });
+}
+
+// The batched form of a single-vector function: check the shapes, then
+// f(x_row, y_row, cols, r) for every row on the executor. Arguments are
+// validated by the caller before this (an exception must not leave a task).
+template <class T, class F>
+void rows_map(const char* fn, const matrix_view<const T>& x, const matrix_view<T>& y, executor* ex, F&& f) {
+  check_shapes(fn, x, y);
+  for_each_row_index(x.rows, x.cols, default_executor(ex), [&](std::size_t r) { f(x.row(r), y.row(r), x.cols, r); });
+}
+
+// The same for a backward pass: inputs a and b (and c, when the function
+// takes three), output d, all of one shape.
+// names: the parameters' names, for the messages ("y,dy,dx" as three strings).
+template <class T, class F>
+void rows_map3(const char* fn, const char* const (&names)[3], const matrix_view<const T>& a,
+               const matrix_view<const T>& b, const matrix_view<T>& d, executor* ex, F&& f) {
+  check_shapes(fn, a, d, names[0], names[2]);
+  check_shapes(fn, b, d, names[1], names[2]);
+  for_each_row_index(d.rows, d.cols, default_executor(ex), [&](std::size_t r) { f(a.row(r), b.row(r), d.row(r), d.cols); });
+}
+template <class T, class F>
+void rows_map4(const char* fn, const char* const (&names)[4], const matrix_view<const T>& a,
+               const matrix_view<const T>& b, const matrix_view<const T>& c, const matrix_view<T>& d, executor* ex,
+               F&& f) {
+  check_shapes(fn, a, d, names[0], names[3]);
+  check_shapes(fn, b, d, names[1], names[3]);
+  check_shapes(fn, c, d, names[2], names[3]);
+  for_each_row_index(d.rows, d.cols, default_executor(ex),
+                     [&](std::size_t r) { f(a.row(r), b.row(r), c.row(r), d.row(r), d.cols); });
 }
 
 // One long row, blocked and possibly multi-threaded (see the file comment).

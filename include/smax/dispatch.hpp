@@ -34,7 +34,21 @@
 // them as batched_<name>.
 #define SMAX_BATCHED_FUNCTIONS(T, X)                                                        \
   X(softmax, (matrix_view<const T> x, matrix_view<T> y, algorithm a, executor* ex), (x, y, a, ex)) \
-  X(log_softmax, (matrix_view<const T> x, matrix_view<T> y, executor* ex), (x, y, ex))
+  X(log_softmax, (matrix_view<const T> x, matrix_view<T> y, executor* ex), (x, y, ex)) \
+  X(sparsemax, (matrix_view<const T> x, matrix_view<T> y, executor* ex), (x, y, ex)) \
+  X(entmax15, (matrix_view<const T> x, matrix_view<T> y, executor* ex), (x, y, ex)) \
+  X(entmax_bisect, (matrix_view<const T> x, matrix_view<T> y, T alpha, int n_iter, executor* ex), (x, y, alpha, n_iter, ex)) \
+  X(stablemax, (matrix_view<const T> x, matrix_view<T> y, executor* ex), (x, y, ex)) \
+  X(log_stablemax, (matrix_view<const T> x, matrix_view<T> y, executor* ex), (x, y, ex)) \
+  X(softpick, (matrix_view<const T> x, matrix_view<T> y, T eps, executor* ex), (x, y, eps, ex)) \
+  X(ssmax, (matrix_view<const T> x, matrix_view<T> y, T s, T b, executor* ex), (x, y, s, b, ex)) \
+  X(gumbel_softmax, (matrix_view<const T> logits, matrix_view<T> y, T tau, std::uint64_t seed, bool hard, executor* ex), (logits, y, tau, seed, hard, ex)) \
+  X(softmax_backward, (matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (y, dy, dx, ex)) \
+  X(log_softmax_backward, (matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (y, dy, dx, ex)) \
+  X(sparsemax_backward, (matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (y, dy, dx, ex)) \
+  X(entmax_backward, (matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T alpha, executor* ex), (y, dy, dx, alpha, ex)) \
+  X(stablemax_backward, (matrix_view<const T> x, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (x, dy, dx, ex)) \
+  X(softpick_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T eps, executor* ex), (x, y, dy, dx, eps, ex))
 
 // X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)

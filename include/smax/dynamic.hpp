@@ -78,5 +78,32 @@ void softmax(matrix_view<const double> x, matrix_view<double> y, algorithm a = a
 void log_softmax(matrix_view<const float> x, matrix_view<float> y, executor* ex = nullptr);
 void log_softmax(matrix_view<const double> x, matrix_view<double> y, executor* ex = nullptr);
 
+// The rest of the family over rows (smax.hpp, "batched: the rest of the
+// family"): each row exactly the single-vector function of that row.
+#define SMAX_DYNAMIC_BATCHED_DECLS(T, Z)                                                                          \
+  void sparsemax(matrix_view<const T> x, matrix_view<T> y, executor* ex = nullptr);                              \
+  void entmax15(matrix_view<const T> x, matrix_view<T> y, executor* ex = nullptr);                               \
+  void entmax_bisect(matrix_view<const T> x, matrix_view<T> y, T alpha, int n_iter = 50, executor* ex = nullptr); \
+  void stablemax(matrix_view<const T> x, matrix_view<T> y, executor* ex = nullptr);                              \
+  void log_stablemax(matrix_view<const T> x, matrix_view<T> y, executor* ex = nullptr);                          \
+  void softpick(matrix_view<const T> x, matrix_view<T> y, T eps = T(1e-8), executor* ex = nullptr);              \
+  void ssmax(matrix_view<const T> x, matrix_view<T> y, T s, T b = Z, executor* ex = nullptr);                    \
+  void gumbel_softmax(matrix_view<const T> logits, matrix_view<T> y, T tau, std::uint64_t seed, bool hard = false, \
+                      executor* ex = nullptr);                                                                   \
+  void softmax_backward(matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, executor* ex = nullptr); \
+  void log_softmax_backward(matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx,                  \
+                            executor* ex = nullptr);                                                             \
+  void sparsemax_backward(matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx,                    \
+                          executor* ex = nullptr);                                                               \
+  void entmax_backward(matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T alpha,              \
+                       executor* ex = nullptr);                                                                  \
+  void stablemax_backward(matrix_view<const T> x, matrix_view<const T> dy, matrix_view<T> dx,                    \
+                          executor* ex = nullptr);                                                               \
+  void softpick_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, \
+                         T eps = T(1e-8), executor* ex = nullptr);
+SMAX_DYNAMIC_BATCHED_DECLS(float, 0.0f)
+SMAX_DYNAMIC_BATCHED_DECLS(double, 0.0)
+#undef SMAX_DYNAMIC_BATCHED_DECLS
+
 }  // namespace dynamic
 }  // namespace smax

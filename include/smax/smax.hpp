@@ -289,7 +289,10 @@ void gumbel_softmax(const T* logits, T* y, std::size_t n, detail::nodeduce_t<T> 
 // Vector-Jacobian product of stablemax, from its input x:
 // dx_k = s'(x_k) / S (dy_k - sum_i dy_i y_i), s' = 1 (x >= 0), s(x)^2
 // (x < 0), S = sum s. NaN in x or dy -> all NaN; a +inf in x -> all 0 (the
-// saturated limit); -inf entries get 0. dx may alias x or dy.
+// saturated limit); -inf entries get 0. dx may alias x or dy. Never
+// overflows where the result is representable (dy up to the largest T, x
+// anywhere); sum dy_i y_i is formed from products rounded in T (subnormal
+// products are off by up to half the smallest subnormal each).
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void stablemax_backward(A, const T* x, const T* dy, T* dx, std::size_t n) {
   detail::stablemax_backward<A>(x, dy, dx, n);
@@ -304,7 +307,10 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) {
 // dx_k = e^(x_k - M) / D (1[x_k > 0] dy_k - sign(x_k) dot), minus
 // eps dot / D at the first argmax when max x > 0 (M depends on x there).
 // NaN in x -> all NaN; a +inf in x -> all 0; -inf entries get 0. dx may
-// alias x, y or dy. Throws std::invalid_argument unless eps >= 0 is finite.
+// alias x, y or dy. dot is formed from products rounded in T (subnormal
+// products are off by up to half the smallest subnormal each, which the
+// factor e^(x_k - M) / D multiplies when D is tiny).
+// Throws std::invalid_argument unless eps >= 0 is finite.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void softpick_backward(A, const T* x, const T* y, const T* dy, T* dx, std::size_t n,
                        detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8)) {
@@ -374,6 +380,138 @@ void log_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, executor* ex = nullptr) {
   log_softmax(DefaultArch{}, x, y, ex);
+}
+
+// ------------------------------------------- batched: the rest of the family --
+// Every other function over the rows of matrices, each row exactly the
+// single-vector function of that row (bitwise: the same kernel runs on it),
+// rows spread over the executor (none: this thread). Arguments are checked
+// once, before any row runs (std::invalid_argument, as the single-vector
+// forms, and for stride < cols or mismatched shapes). ssmax's n is cols.
+// gumbel_softmax: row r uses the seed gumbel_row_seed(seed, r), so rows
+// draw independent noise and row r equals gumbel_softmax(row r, seed_r).
+
+#define SMAX_BATCHED_FORWARD(fn)                                                                              \
+  template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>       \
+  void fn(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, executor* ex = nullptr) {          \
+    detail::rows_map("smax::" #fn, x, y, ex, [](const T* xr, T* yr, std::size_t n, std::size_t) { fn(A{}, xr, yr, n); }); \
+  }                                                                                                           \
+  template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>            \
+  void fn(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, executor* ex = nullptr) {             \
+    fn(DefaultArch{}, x, y, ex);                                                                              \
+  }
+SMAX_BATCHED_FORWARD(sparsemax)
+SMAX_BATCHED_FORWARD(entmax15)
+SMAX_BATCHED_FORWARD(stablemax)
+SMAX_BATCHED_FORWARD(log_stablemax)
+#undef SMAX_BATCHED_FORWARD
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void entmax_bisect(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> alpha,
+                   int n_iter = 50, executor* ex = nullptr) {
+  entmax_bisect(A{}, static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0, alpha, n_iter);  // checks
+  detail::rows_map("smax::entmax_bisect", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { entmax_bisect(A{}, xr, yr, n, alpha, n_iter); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void entmax_bisect(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> alpha,
+                   int n_iter = 50, executor* ex = nullptr) {
+  entmax_bisect(DefaultArch{}, x, y, alpha, n_iter, ex);
+}
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softpick(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+              detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8), executor* ex = nullptr) {
+  softpick(A{}, static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0, eps);  // checks eps
+  detail::rows_map("smax::softpick", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { softpick(A{}, xr, yr, n, eps); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softpick(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+              detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8), executor* ex = nullptr) {
+  softpick(DefaultArch{}, x, y, eps, ex);
+}
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void ssmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> s,
+           detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0), executor* ex = nullptr) {
+  ssmax(A{}, static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0, s, b);  // checks s and b
+  if (x.cols && !detail::is_finite(static_cast<T>(detail::ssmax_scale(s, b, x.cols))))
+    throw std::invalid_argument("smax::ssmax: the scale s * log(n) + b overflows");
+  detail::rows_map("smax::ssmax", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { ssmax(A{}, xr, yr, n, s, b); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void ssmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> s,
+           detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0), executor* ex = nullptr) {
+  ssmax(DefaultArch{}, x, y, s, b, ex);
+}
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void gumbel_softmax(A, matrix_view<const detail::nodeduce_t<T>> logits, matrix_view<T> y, detail::nodeduce_t<T> tau,
+                    std::uint64_t seed, bool hard = false, executor* ex = nullptr) {
+  gumbel_softmax(A{}, static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0, tau, seed, hard);  // checks tau
+  detail::rows_map("smax::gumbel_softmax", logits, y, ex, [&](const T* xr, T* yr, std::size_t n, std::size_t r) {
+    gumbel_softmax(A{}, xr, yr, n, tau, gumbel_row_seed(seed, r), hard);
+  });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void gumbel_softmax(matrix_view<const detail::nodeduce_t<T>> logits, matrix_view<T> y, detail::nodeduce_t<T> tau,
+                    std::uint64_t seed, bool hard = false, executor* ex = nullptr) {
+  gumbel_softmax(DefaultArch{}, logits, y, tau, seed, hard, ex);
+}
+
+// Backward passes, row by row: (y, dy) -> dx, or (x, dy) -> dx for
+// stablemax, (x, y, dy) -> dx for softpick. dx may alias what the
+// single-vector form allows.
+#define SMAX_BATCHED_BACKWARD(fn, a, b)                                                                        \
+  template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>        \
+  void fn(A, matrix_view<const detail::nodeduce_t<T>> a, matrix_view<const detail::nodeduce_t<T>> b,           \
+          matrix_view<T> dx, executor* ex = nullptr) {                                                         \
+    detail::rows_map3("smax::" #fn, {#a, #b, "dx"}, a, b, dx, ex,                                             \
+                      [](const T* ar, const T* br, T* dr, std::size_t n) { fn(A{}, ar, br, dr, n); });         \
+  }                                                                                                            \
+  template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>             \
+  void fn(matrix_view<const detail::nodeduce_t<T>> a, matrix_view<const detail::nodeduce_t<T>> b,              \
+          matrix_view<T> dx, executor* ex = nullptr) {                                                         \
+    fn(DefaultArch{}, a, b, dx, ex);                                                                           \
+  }
+SMAX_BATCHED_BACKWARD(softmax_backward, y, dy)
+SMAX_BATCHED_BACKWARD(log_softmax_backward, y, dy)
+SMAX_BATCHED_BACKWARD(sparsemax_backward, y, dy)
+SMAX_BATCHED_BACKWARD(stablemax_backward, x, dy)
+#undef SMAX_BATCHED_BACKWARD
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void entmax_backward(A, matrix_view<const detail::nodeduce_t<T>> y, matrix_view<const detail::nodeduce_t<T>> dy,
+                     matrix_view<T> dx, detail::nodeduce_t<T> alpha, executor* ex = nullptr) {
+  entmax_backward(A{}, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0,
+                  alpha);  // checks alpha
+  detail::rows_map3("smax::entmax_backward", {"y", "dy", "dx"}, y, dy, dx, ex,
+                    [&](const T* yr, const T* dyr, T* dxr, std::size_t n) { entmax_backward(A{}, yr, dyr, dxr, n, alpha); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void entmax_backward(matrix_view<const detail::nodeduce_t<T>> y, matrix_view<const detail::nodeduce_t<T>> dy,
+                     matrix_view<T> dx, detail::nodeduce_t<T> alpha, executor* ex = nullptr) {
+  entmax_backward(DefaultArch{}, y, dy, dx, alpha, ex);
+}
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softpick_backward(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<const detail::nodeduce_t<T>> y,
+                       matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx,
+                       detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8), executor* ex = nullptr) {
+  softpick_backward(A{}, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr),
+                    static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0, eps);  // checks eps
+  detail::rows_map4("smax::softpick_backward", {"x", "y", "dy", "dx"}, x, y, dy, dx, ex,
+                    [&](const T* xr, const T* yr, const T* dyr, T* dxr, std::size_t n) {
+                      softpick_backward(A{}, xr, yr, dyr, dxr, n, eps);
+                    });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softpick_backward(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<const detail::nodeduce_t<T>> y,
+                       matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx,
+                       detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8), executor* ex = nullptr) {
+  softpick_backward(DefaultArch{}, x, y, dy, dx, eps, ex);
 }
 
 }  // namespace smax

@@ -700,13 +700,18 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
 // m + t as an unevaluated pair hi + lo of T (Knuth's TwoSum in double, then
 // split to T), exact to double rounding at any magnitude of m.
 template <class T>
-void split_threshold(T m, double t, T& hi, T& lo) noexcept {
+void split_threshold(T m, double t, T& hi, T& lo, double* lo_double = nullptr) noexcept {
   const double a = static_cast<double>(m);
   const double s = a + t;
   const double bb = s - a;
   const double err = (a - (s - bb)) + (t - bb);
   hi = static_cast<T>(s);
-  lo = static_cast<T>((s - static_cast<double>(hi)) + err);
+  const double l = (s - static_cast<double>(hi)) + err;
+  lo = static_cast<T>(l);
+  // The float kernels that work in double keep lo unrounded: with |m| far
+  // above |t| (m near FLT_MAX), lo is t itself, and its float rounding
+  // (2^-24 relative) would reach the output amplified by the power p.
+  if (lo_double) *lo_double = l;
 }
 
 // The special inputs, shared by every forward kernel: NaN -> all NaN; +inf
@@ -761,6 +766,7 @@ struct entmax_power {
   using D = xsimd::batch<double, A>;
   double am1, p;
   T hi, lo;
+  double lo_d;  // lo unrounded (split_threshold)
 
   SMAX_INLINE D power(D s) const noexcept {
     const auto pos = s > D(0.0);
@@ -777,7 +783,7 @@ struct entmax_power {
       constexpr std::size_t W = B::size, WD = D::size;
       alignas(64) float in[W], out[W];
       v.store_aligned(in);
-      const D h(static_cast<double>(hi)), l(static_cast<double>(lo));
+      const D h(static_cast<double>(hi)), l(lo_d);
       for (std::size_t j = 0; j < W; j += WD) {
         const D xd = D::load_unaligned(in + j);  // converts float -> double
         power((xd - h) - l).store_unaligned(out + j);
@@ -802,7 +808,8 @@ void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_
   if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, p), store);
   const double t = entmax_threshold<A>(store.data(), k, static_cast<double>(m), am1, n_iter, count);
   T hi, lo;
-  split_threshold(m, t, hi, lo);
+  double lo_d;
+  split_threshold(m, t, hi, lo, &lo_d);
   const B hv(hi), lv(lo), zero(T(0));
   if (p == 1.0) {
     map<A>(x, y, n, [&](B v) { return xsimd::max((v - hv) - lv, zero); });
@@ -813,11 +820,17 @@ void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_
       return u * u;
     });
   } else {
-    map<A>(x, y, n, entmax_power<A, T>{am1, p, hi, lo});
+    map<A>(x, y, n, entmax_power<A, T>{am1, p, hi, lo, lo_d});
   }
 }
 
 // --------------------------------------------------------------- backward --
+
+// 2^-k with 2^k > n: a sum of n terms each at most the largest double, so
+// scaled, cannot overflow.
+inline double support_sum_scale(std::size_t n) noexcept {
+  return std::ldexp(1.0, -std::ilogb(static_cast<double>(n)) - 1);
+}
 
 // Two sums over i at once (backward.hpp's sum_map2 does one), in double:
 // f(a, b, acc0, acc1) adds a vector's terms to the accumulators. Per-lane accumulators are flushed every block into
@@ -856,14 +869,18 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept 
   if (n == 0) return;
   const B zero(T(0)), one(T(1));
   double count = 0, sum = 0;
+  // dy is summed as dy 2^-k with 2^k > n: no overflow for dy up to the
+  // largest T (the mean itself, an average of dy, is representable).
+  const double scale = support_sum_scale(n);
+  const B sc(static_cast<T>(scale));
   sum2_map2<A>(y, dy, n,
               [&](B yv, B d, B& c, B& s) {
                 const auto pos = yv > zero;
                 c += xsimd::select(pos, one, zero);
-                s += xsimd::select(pos, d, zero);
+                s += xsimd::select(pos, d * sc, zero);
               },
               count, sum);
-  const B mean(count > 0 ? static_cast<T>(sum / count) : T(0));
+  const B mean(count > 0 ? static_cast<T>(sum / count / scale) : T(0));
   map2<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
 }
 
@@ -876,6 +893,8 @@ void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noe
   const B zero(T(0));
   const T e = T(2) - alpha;
   const B ev(e);
+  const B inf(std::numeric_limits<T>::infinity());
+  const T inf_pow = e > T(0) ? std::numeric_limits<T>::infinity() : e < T(0) ? T(0) : T(1);
   // g(y) on the support: exact for the usual exponents, exp(e log y)
   // otherwise; vectors without a support entry skip the power.
   const auto g = [&](B yv) -> B {
@@ -884,17 +903,25 @@ void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noe
     if (!xsimd::any(pos)) return zero;
     if (e == T(1)) return xsimd::select(pos, yv, zero);
     if (e == T(0.5)) return xsimd::select(pos, xsimd::sqrt(yv), zero);
-    return xsimd::select(pos, xsimd::exp(ev * xsimd::log(yv)), zero);
+    // exp(e log y) on finite positive lanes only, its argument clamped:
+    // xsimd's exp converts its argument to an integer (undefined for inf,
+    // which log(0) or a huge |e| would give). y = +inf (not a forward
+    // output, but legal input) gets inf^e exactly.
+    const B safe = xsimd::select(pos & (yv < inf), yv, B(T(1)));
+    const B t = xsimd::max(xsimd::min(ev * xsimd::log(safe), B(T(1e4))), B(T(-1e4)));
+    return xsimd::select(yv == inf, B(inf_pow), xsimd::select(pos, xsimd::exp(t), zero));
   };
   double sg = 0, sgd = 0;
+  const double scale = support_sum_scale(n);  // as sparsemax_backward
+  const B sc(static_cast<T>(scale));
   sum2_map2<A>(y, dy, n,
               [&](B yv, B d, B& s0, B& s1) {
                 const B gv = g(yv);
                 s0 += gv;
-                s1 += xsimd::select(yv > zero, gv * d, zero);
+                s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
               },
               sg, sgd);
-  const B q(sg > 0 ? static_cast<T>(sgd / sg) : T(0));
+  const B q(sg > 0 ? static_cast<T>(sgd / sg / scale) : T(0));
   map2<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, g(yv) * (d - q), zero); });
 }
 

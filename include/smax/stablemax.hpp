@@ -214,31 +214,44 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
   const B one(T(1)), zero(T(0));
   double S, D;
   sum2_map<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, S, D);
+  const B half(T(0.5)), two(T(2));
+  // dx = s'(x) / S * (dy - mean), mean = D / S, formed as 2 * (h * ...) with
+  // h = (dy - mean) / 2 (no overflow: |mean| <= max |dy|) and the small
+  // factors applied to h one at a time, never multiplied together first:
+  // s'(x) = s(x)^2 underflows for x below -2^63 (float) while s(x)^2 h may
+  // still be a normal number.
   if (S >= Lim::sum_lo && S <= Lim::sum_hi && D - D == 0) {
-    // dx = s'(x) / S * (dy - D / S)
-    const B invS(static_cast<T>(1.0 / S)), mean(static_cast<T>(D / S));
+    const B invS(static_cast<T>(1.0 / S)), mean_half(static_cast<T>(D / S * 0.5));
     map2<A>(x, dy, dx, n, [&](B v, B g) {
+      const B h = g * half - mean_half;
       const B sv = div_<A, T>(one, one - v);
-      const B d = xsimd::select(v >= zero, invS, sv * sv * invS);
-      return d * (g - mean);
+      return xsimd::select(v >= zero, h * invS, ((h * sv) * sv) * invS) * two;
     });
     return;
   }
   const stablemax_scan sc = stablemax_special(x, n);
-  if (sc.nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
+  // NaN anywhere (x or dy) wins over every other rule, as in the forward.
+  if (sc.nan || stablemax_special(dy, n).nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
   if (sc.n_posinf) return fill(dx, n, T(0));
   const T m = reduce_max<A>(x, n);
   if (m == -std::numeric_limits<T>::infinity()) return fill(dx, n, T(0));
-  // With r = s / s(m) and R = sum r: D / S = (sum dy r) / R and
-  // s'(x) / S = 1 / ((m + 1) R) for x >= 0, r s(x) / R for x < 0.
+  // With r = s / s(m) <= 1 and R = sum r: mean = (sum dy r) / R and
+  // s'(x) / S = 1 / (s(m) R) for x >= 0, r s(x) / R for x < 0. The sums run
+  // on r 2^-k with 2^k > n, so sum dy r 2^-k cannot overflow even for dy
+  // near the largest T; 1 / S, which may be subnormal here (s(m) near the
+  // largest T), is never formed: h is divided by s(m) and by R in turn.
+  const double scale = std::ldexp(1.0, -std::ilogb(static_cast<double>(n)) - 1);
   with_stable_ratio<A, T>(m, [&](auto ratio) {
     double R, DR;
-    sum2_map<A>(x, dy, n, ratio, R, DR);
-    const B invR(static_cast<T>(1.0 / R)), mean(static_cast<T>(DR / R));
-    const B pos(static_cast<T>(1.0 / ((static_cast<double>(m) + 1.0) * R)));
+    const B scb(static_cast<T>(scale));
+    sum2_map<A>(x, dy, n, [&](B v) { return ratio(v) * scb; }, R, DR);
+    const B mean_half(static_cast<T>(DR / R * 0.5)), Rb(static_cast<T>(R / scale));
+    const B sm(m >= T(0) ? m + T(1) : T(1));
     map2<A>(x, dy, dx, n, [&](B v, B g) {
-      const B d = xsimd::select(v >= zero, pos, ratio(v) * div_<A, T>(one, one - v) * invR);
-      return d * (g - mean);
+      const B h = g * half - mean_half;
+      const B pos = div_<A, T>(div_<A, T>(h, sm), Rb);
+      const B neg = div_<A, T>(ratio(v) * div_<A, T>(h, one - v), Rb);
+      return xsimd::select(v >= zero, pos, neg) * two;
     });
   });
 }
