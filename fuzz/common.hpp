@@ -310,7 +310,10 @@ void check_log_softmax_values(const std::vector<T>& x, const std::vector<T>& y, 
         fail(std::string(fn) + ": overflowing log-probability not -inf at " + std::to_string(i));
       continue;
     }
-    if (!(y[i] <= 0)) fail(std::string(fn) + ": positive log-probability at " + std::to_string(i));
+    if (!(y[i] <= 0)) {
+      describe("y", y);
+      fail(std::string(fn) + ": positive log-probability at " + std::to_string(i));
+    }
     if (std::fabs(y[i] - ref[i]) > tol * std::max(1.0L, std::fabs(ref[i])))
       fail(std::string(fn) + ": error above the contract at " + std::to_string(i));
   }

@@ -13,6 +13,9 @@ void run(smax_fuzz::stream& in) {
   const std::size_t offset = in.byte();
   const std::size_t n = in.size(4096);
   const std::vector<T> x = in.values<T>(n);
+  smax_fuzz::context() = std::string(sizeof(T) == 4 ? "float, " : "double, ") + "algorithm " +
+                         std::to_string(static_cast<int>(a)) + (in_place ? ", in place\n" : "\n");
+  smax_fuzz::describe("x", x);
 
   smax_fuzz::guarded<T> xb(n, offset), yb(n, offset + 1);
   xb.assign(x);

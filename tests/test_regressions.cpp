@@ -130,3 +130,35 @@ TEST_CASE("fuzz: entmax_backward with zeros in y and a general alpha is defined"
     }
   }
 }
+
+TEST_CASE("fuzz: log_softmax never returns a positive log-probability", "[regression]") {
+  // Found by fuzz_softmax: x = {2^-149} gave y = 2^-149 (the log-sum rounded
+  // a hair below 0).
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (float v : {0x1p-149f, -0x1p-149f, 0x1p-126f, 1e-30f, 3.0f, -7.5f, 1e30f}) {
+      for (std::size_t n : {1, 2, 17}) {
+        std::vector<float> x(n, v), y(n);
+        smax::dynamic::log_softmax(x.data(), y.data(), n);
+        INFO("isa " << isa << " x " << v << " n " << n);
+        for (float r : y) CHECK(r <= 0.0f);
+        if (n == 1) CHECK(std::fabs(y[0]) <= 1e-6f);  // log 1, within the contract
+      }
+    }
+  }
+}
+
+TEST_CASE("fuzz: ssmax of one finite element is exactly [1]", "[regression]") {
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (float v : {0x1.f5dp+3f, -3.0f, 0.0f, 1e30f}) {
+      float y = -1;
+      smax::dynamic::ssmax(&v, &y, 1, 0.43f, 0.7f);
+      INFO("isa " << isa << " x " << v);
+      CHECK(y == 1.0f);
+      double vd = v, yd = -1;
+      smax::dynamic::ssmax(&vd, &yd, 1, 0.43, 0.7);
+      CHECK(yd == 1.0);
+    }
+  }
+}

@@ -161,7 +161,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
   if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
   using B = xsimd::batch<T, A>;
   if (log) {
-    const B mb(M), lse(static_cast<T>(std::log(s)));
+    const B mb(M), lse(static_cast<T>(std::max(std::log(s), 0.0)));  // >= 0, as log_softmax
     ex.run(nb, [&](std::size_t b) {
       const std::size_t o = b * block_elems;
       map<A>(x + o, y + o, len(b), [&](B v) { return (v - mb) - lse; });

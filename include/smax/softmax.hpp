@@ -13,6 +13,7 @@
 // +inf) to three_pass_recompute, at the cost of one extra read.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -406,6 +407,10 @@ SMAX_FLATTEN void log_softmax(const T* x, T* y, std::size_t n) noexcept {
     lse = std::log(sum_map<A>(x, static_cast<T*>(nullptr), n, shifted_exp<A, T, false>(m)));
   }
   if (!(lse == lse)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
+  // The true log-sum is >= 0 (the max's own term is 1); its rounding may
+  // land a hair below, which would make the max's log-probability positive
+  // (found by fuzz_softmax: x = {2^-149} gave y = 2^-149).
+  lse = std::max(lse, 0.0);
   const B mb(m), lb(static_cast<T>(lse));
   map<A>(x, y, n, [&](B v) { return (v - mb) - lb; });
 }

@@ -370,7 +370,14 @@ inline double ssmax_scale(double s, double b, std::size_t n) noexcept {
 template <class A, class T>
 void ssmax(const T* x, T* y, std::size_t n, T s, T b) noexcept {
   if (n == 0) return;
-  scaled_softmax<A>(x, y, n, static_cast<T>(ssmax_scale(s, b, n)));
+  const T c = static_cast<T>(ssmax_scale(s, b, n));
+  // One finite element: exactly [1] (the general path rounds e^(cx) and
+  // 1 / sum separately and may give 1 - 1 ulp; found by fuzz_variants).
+  if (n == 1 && is_finite(x[0])) {
+    y[0] = T(1);
+    return;
+  }
+  scaled_softmax<A>(x, y, n, c);
 }
 
 }  // namespace detail
