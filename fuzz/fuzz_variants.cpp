@@ -330,10 +330,12 @@ void fuzz_backward(smax_fuzz::stream& in, const std::vector<T>& x, std::size_t o
     if (!(scale[i] < big / 4)) continue;  // overflow is a right answer there
     const ld product_rounding = factor[i] * static_cast<ld>(n) * std::numeric_limits<T>::denorm_min();
     if (std::fabs(got[i] - ref[i]) > 64 * eps_of<T>() * scale[i] + 4 * std::numeric_limits<T>::min() + product_rounding)
-      fail(std::string(fn) + ": error above a few ulp of the term scale at " + std::to_string(i) + " (x " +
-           std::to_string(double(x[i])) + ", dy " + std::to_string(double(dy[i])) + ", got " +
-           std::to_string(double(got[i])) + ", ref " + std::to_string(double(ref[i])) + ", scale " +
-           std::to_string(double(scale[i])) + ", n " + std::to_string(n) + ")");
+    {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, " (x %a, dy %a, got %a, ref %La, scale %La, n %zu)", double(x[i]), double(dy[i]),
+                    double(got[i]), ref[i], scale[i], n);
+      fail(std::string(fn) + ": error above a few ulp of the term scale at " + std::to_string(i) + buf);
+    }
   }
 }
 

@@ -162,3 +162,196 @@ TEST_CASE("fuzz: ssmax of one finite element is exactly [1]", "[regression]") {
     }
   }
 }
+
+TEST_CASE("fuzz: alpha-entmax is accurate with many ties just above the threshold", "[regression]") {
+  // Found by fuzz_sparse: alpha = 4 (p = 1/3), 43 logits tied 0.135 below the
+  // maximum, so the threshold sits ~1e-8 below them and each of their
+  // outputs depends on d_i - t, a tiny difference of numbers near |t|. With
+  // t rounded to double the outputs summed to 1 - 8.5e-11; the threshold now
+  // carries its sub-ulp Newton correction.
+  std::vector<double> x(46, 0x1.d1dp+4);
+  x[9] = 0x1.d3fcp+4;
+  x[10] = -0x1p-10;
+  x[11] = -0x1.18p-3;
+  x[30] = 0x1.d174p+4;
+  const long double m = 0x1.d3fcp+4;
+  for (double alpha : {4.0, 3.0, 2.5}) {
+    // Reference in long double: bisection on t relative to m (d_i exact).
+    const long double p = 1.0L / (alpha - 1), am1 = alpha - 1;
+    long double lo = -p, hi = 0;
+    for (int it = 0; it < 200; ++it) {
+      const long double mid = (lo + hi) / 2;
+      long double s = 0;
+      for (double v : x) s += v - m > mid ? std::pow(am1 * ((v - m) - mid), p) : 0;
+      (s >= 1 ? lo : hi) = mid;
+    }
+    std::vector<long double> ref(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      ref[i] = x[i] - m > lo ? std::pow(am1 * ((x[i] - m) - lo), p) : 0;
+    for (const auto& isa : smax_test::isas()) {
+      smax_test::use_isa guard(isa);
+      for (int n_iter : {0, 1, 50}) {
+        std::vector<double> y(x.size());
+        smax::dynamic::entmax_bisect(x.data(), y.data(), x.size(), alpha, n_iter);
+        long double sum = 0, worst = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          sum += y[i];
+          worst = std::max(worst, ref[i] == 0 ? std::fabs(static_cast<long double>(y[i]))
+                                              : std::fabs((y[i] - ref[i]) / ref[i]));
+        }
+        INFO("isa " << isa << " alpha " << alpha << " n_iter " << n_iter << " sum - 1 "
+                    << static_cast<double>(sum - 1) << " worst relative error " << static_cast<double>(worst));
+        CHECK(std::fabs(sum - 1) <= 1e-14L);
+        CHECK(worst <= 1e-13L);
+      }
+    }
+  }
+}
+
+namespace {
+// log_stablemax in long double: log s(x_i) - log sum_j s(x_j).
+template <class T>
+std::vector<long double> ref_log_stablemax(const std::vector<T>& x, long double& log_sum) {
+  const auto log_s = [](long double v) { return v >= 0 ? std::log1p(v) : -std::log1p(-v); };
+  long double sum = 0;
+  for (T v : x) sum += v >= 0 ? v + 1.0L : 1.0L / (1.0L - v);
+  log_sum = std::log(sum);
+  std::vector<long double> r;
+  for (T v : x) r.push_back(log_s(v) - log_sum);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("fuzz: log_stablemax stays within 2 ulp where log s(x_i) and log sum nearly cancel", "[regression]") {
+  // Found by fuzz_variants: log S was rounded on its own, so where one entry
+  // dominates the sum, y_i = log s(x_i) - log S kept the rounding of S: 13
+  // ulp at x = [-2^-10] (n = 1: the answer is exactly 0).
+  const auto check = [](const auto& x) {
+    using T = typename std::decay_t<decltype(x)>::value_type;
+    long double log_sum;
+    const std::vector<long double> ref = ref_log_stablemax(x, log_sum);
+    std::vector<T> y(x.size());
+    smax::dynamic::log_stablemax(x.data(), y.data(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const long double log_s = x[i] >= 0 ? std::log1p(static_cast<long double>(x[i])) : -std::log1p(-static_cast<long double>(x[i]));
+      const long double scale = std::max(std::fabs(log_s), std::fabs(log_sum));
+      const long double ulp = scale * std::numeric_limits<T>::epsilon();
+      INFO("n " << x.size() << " i " << i << " x " << static_cast<double>(x[i]) << " y " << static_cast<double>(y[i])
+                << " ref " << static_cast<double>(ref[i]));
+      CHECK(std::fabs(y[i] - ref[i]) <= 2 * ulp);
+    }
+    return y;
+  };
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    INFO("isa " << isa);
+    CHECK(check(std::vector<float>{-0x1p-10f})[0] == 0.0f);
+    CHECK(check(std::vector<double>{-0x1p-10})[0] == 0.0);
+    CHECK(check(std::vector<float>{1e35f})[0] == 0.0f);  // the robust path (sum beyond the fast range)
+    check(std::vector<double>{std::numeric_limits<double>::denorm_min(), -25.78});
+    check(std::vector<float>{std::numeric_limits<float>::denorm_min(), -25.78f});
+    // Ties at the maximum, a dominated tail, and lengths that leave padding.
+    for (std::size_t n : {2, 3, 17, 100, 1001}) {
+      std::vector<float> x(n, -1e7f);
+      x[0] = 3.0f;
+      x[n / 2] = 3.0f;
+      check(x);
+      x[n / 2] = -1e7f;
+      check(x);
+      std::vector<double> xd(x.begin(), x.end());
+      xd[n - 1] = 1e300;  // the robust path, dominated
+      check(xd);
+    }
+    // Not dominated: the usual path, for comparison.
+    check(std::vector<float>{0.5f, 0.25f, -1.0f, 2.0f});
+  }
+}
+
+TEST_CASE("fuzz: entmax_backward does not overflow in dy - q when the result is representable", "[regression]") {
+  // Found by fuzz_sparse: dx = g (dy - q) overflowed in dy - q for
+  // dy = -FLT_MAX and q = 0.05 FLT_MAX, although g (dy - q) ~ -0.12 FLT_MAX.
+  const float big = std::numeric_limits<float>::max();
+  std::vector<float> y(20, 1.0f / 18), dy(20, 0x1.fdfcp+4f), dx(20);
+  y[0] = y[1] = 0;
+  dy[5] = -big;
+  dy[6] = big;
+  dy[7] = 0x1.fefefep+127f;
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (float alpha : {1.25f, 1.5f, 3.0f}) {
+      smax::dynamic::entmax_backward(y.data(), dy.data(), dx.data(), y.size(), alpha);
+      long double G = 0, GD = 0, GDabs = 0;
+      std::vector<long double> g(y.size());
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        g[i] = y[i] > 0 ? std::pow(static_cast<long double>(y[i]), 2 - static_cast<long double>(alpha)) : 0;
+        G += g[i];
+        GD += g[i] * dy[i];
+        GDabs += std::fabs(g[i] * dy[i]);
+      }
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        const long double ref = g[i] * (dy[i] - GD / G);
+        const long double scale = g[i] * (std::fabs(static_cast<long double>(dy[i])) + GDabs / G);
+        if (!(scale < std::numeric_limits<float>::max() / 4)) continue;  // alpha = 3: g = 18, overflow is right
+        INFO("isa " << isa << " alpha " << alpha << " i " << i << " dx " << dx[i] << " ref " << static_cast<double>(ref));
+        CHECK(std::isfinite(dx[i]));
+        CHECK(std::fabs(dx[i] - ref) <= 64 * std::numeric_limits<float>::epsilon() * scale);
+      }
+    }
+  }
+}
+
+TEST_CASE("fuzz: stablemax_backward keeps its precision beside entries near the largest double", "[regression]") {
+  // Found by fuzz_variants: with max x = DBL_MAX the ratio s(x) / s(max) of
+  // x = -1.9e6 is subnormal, and dx there lost three digits.
+  const double big = std::numeric_limits<double>::max();
+  const std::vector<double> x = {0x1.5ba4p+4, 0x1.e22p+3, -0x1.d298p+20, big, big};
+  const std::vector<double> dy = {0x1.0624dd2f1a9fcp-10, -0x1.2ecp+0, -big, 0x1.d998p+4, -0x1.976p+3};
+  // Reference in long double (its range holds the sum of s).
+  const auto s = [](long double v) { return v >= 0 ? v + 1 : 1 / (1 - v); };
+  long double S = 0, D = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    S += s(x[i]);
+    D += dy[i] * s(x[i]);
+  }
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    std::vector<double> dx(x.size());
+    smax::dynamic::stablemax_backward(x.data(), dy.data(), dx.data(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const long double ds = x[i] >= 0 ? 1.0L : s(x[i]) * s(x[i]);
+      const long double ref = ds / S * (dy[i] - D / S);
+      INFO("isa " << isa << " i " << i << " dx " << dx[i] << " ref " << static_cast<double>(ref));
+      CHECK(std::fabs(dx[i] - ref) <= 1e-14L * std::fabs(ref) + 1e-300L);
+    }
+  }
+}
+
+TEST_CASE("fuzz: softpick_backward does not overflow in dy - dot when the result is representable", "[regression]") {
+  // Found by fuzz_variants: x = DBL_MAX on 15 entries (each y = 1/15), dy =
+  // DBL_MAX on 10 of them and -DBL_MAX on another: e (dy - dot) overflowed
+  // in dy - dot, although the result is -0.107 DBL_MAX.
+  const double big = std::numeric_limits<double>::max();
+  std::vector<double> x(17, big), dy(17, big);
+  x[2] = 0x1.a66p+2;
+  x[3] = -std::numeric_limits<double>::infinity();
+  dy[10] = 0x1.c98p+2;
+  dy[11] = -0x1.50e8p+3;
+  dy[12] = -0x1.7fbp+3;
+  dy[13] = 0x1.33b8c91a06e98p+481;
+  dy[14] = -0x1.94a4p+4;
+  dy[15] = -big;
+  dy[16] = 0x1.ffa4p+4;
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    std::vector<double> y(x.size()), dx(x.size());
+    smax::dynamic::softpick(x.data(), y.data(), x.size(), 0.0);
+    smax::dynamic::softpick_backward(x.data(), y.data(), dy.data(), dx.data(), x.size(), 0.0);
+    long double dot = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) dot += static_cast<long double>(dy[i]) * y[i];
+    INFO("isa " << isa << " dx[15] " << dx[15]);
+    // x = DBL_MAX: e^(x - M) / D = 1 / 15 (every a_j of the others is 0 next to them).
+    const long double ref = (dy[15] - dot) / 15;
+    CHECK(std::isfinite(dx[15]));
+    CHECK(std::fabs(dx[15] - ref) <= 1e-14L * std::fabs(ref));
+  }
+}

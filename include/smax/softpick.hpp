@@ -269,10 +269,13 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
   };
   const B zero(T(0));
   const auto combine = [&](B v, B g, B e) {
-    // e = e^(x - M) / D
+    // e = e^(x - M) / D. For x > 0, e (dy - dot), or e dy - e dot where
+    // dy - dot overflows and the result need not (found by fuzz_variants:
+    // dy = -DBL_MAX, dot = 0.6 DBL_MAX, e = 1/15).
     const B gd(static_cast<T>(dot));
-    const B h = xsimd::select(v > zero, g - gd, xsimd::select(v < zero, gd, zero));
-    return e * h;
+    const B ed = e * gd, h = g - gd;
+    const B pos = xsimd::select(xsimd::abs(h) < B(std::numeric_limits<T>::infinity()), e * h, xsimd::fms(e, g, ed));
+    return xsimd::select(v > zero, pos, xsimd::select(v < zero, ed, zero));
   };
   if (softpick_pass1<A>(x, n, sum, emax, m)) {
     const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));

@@ -574,8 +574,16 @@ struct bisect_count {
 // bisection whenever a step would leave the bracket) finishes at full double
 // precision in a few steps. n_iter bounds the bisection; the safeguarded
 // Newton phase makes the result exact for any n_iter, 0 included.
+//
+// A double t is not always enough: for p < 1 with many entries just above
+// the threshold (heavy ties below a larger maximum), the outputs
+// (am1 (d_i - t))^p depend on d_i - t, a tiny difference of numbers near
+// |t|, so one ulp of t becomes ~1e-10 relative in each of them and in their
+// sum. *t_lo receives the Newton correction (F(t) - 1) / -F'(t) at the
+// returned t, below t's own ulp: t + *t_lo is the threshold to ~1e-20.
 template <class A, class T>
-double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, bisect_count* count) noexcept {
+double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, bisect_count* count,
+                        double* t_lo) noexcept {
   using B = xsimd::batch<double, A>;
   constexpr double inf = std::numeric_limits<double>::infinity();
   const double p = 1.0 / am1;
@@ -690,6 +698,15 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
     t = next;
     result = t;
   }
+  // The residual at the returned t (one more pass over the few candidates
+  // left) gives the part of the root below t's ulp; a correction that is
+  // not small (no convergence, F' = 0 or not finite) is not used.
+  *t_lo = 0.0;
+  evaluate(result);
+  if (Fp > 0) {
+    const double c = (F - 1.0) / Fp;
+    if (std::fabs(c) <= 0x1p-40 * std::max(std::fabs(result), 0x1p-60 * p)) *t_lo = c;
+  }
   if (count) {
     count->bisection = nb;
     count->newton = nn;
@@ -697,14 +714,14 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
   return result;
 }
 
-// m + t as an unevaluated pair hi + lo of T (Knuth's TwoSum in double, then
+// m + t + t_lo as an unevaluated pair hi + lo of T (Knuth's TwoSum in double, then
 // split to T), exact to double rounding at any magnitude of m.
 template <class T>
-void split_threshold(T m, double t, T& hi, T& lo, double* lo_double = nullptr) noexcept {
+void split_threshold(T m, double t, T& hi, T& lo, double* lo_double = nullptr, double t_lo = 0.0) noexcept {
   const double a = static_cast<double>(m);
   const double s = a + t;
   const double bb = s - a;
-  const double err = (a - (s - bb)) + (t - bb);
+  const double err = (a - (s - bb)) + (t - bb) + t_lo;
   hi = static_cast<T>(s);
   const double l = (s - static_cast<double>(hi)) + err;
   lo = static_cast<T>(l);
@@ -806,10 +823,11 @@ void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_
   const T m = max_and_candidates<A>(x, n, p, store, x == y ? store.stack_capacity : n, k, complete);
   if (sparse_nonfinite(x, y, n, m)) return;
   if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, p), store);
-  const double t = entmax_threshold<A>(store.data(), k, static_cast<double>(m), am1, n_iter, count);
+  double t_lo;
+  const double t = entmax_threshold<A>(store.data(), k, static_cast<double>(m), am1, n_iter, count, &t_lo);
   T hi, lo;
   double lo_d;
-  split_threshold(m, t, hi, lo, &lo_d);
+  split_threshold(m, t, hi, lo, &lo_d, t_lo);
   const B hv(hi), lv(lo), zero(T(0));
   if (p == 1.0) {
     map<A>(x, y, n, [&](B v) { return xsimd::max((v - hv) - lv, zero); });
@@ -922,7 +940,15 @@ void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noe
               },
               sg, sgd);
   const B q(sg > 0 ? static_cast<T>(sgd / sg / scale) : T(0));
-  map2<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, g(yv) * (d - q), zero); });
+  // g (dy - q), exact 0 where dy = q; where dy - q overflows (|dy| near
+  // the largest T: found by fuzz_sparse, dy = -FLT_MAX, q = 0.05 FLT_MAX,
+  // g = 0.11) g dy - g q instead, both products bounded by the scale
+  // g (|dy| + |q|) of the result.
+  map2<A>(y, dy, dx, n, [&](B yv, B d) {
+    const B gv = g(yv), h = d - q;
+    const B r = xsimd::select(xsimd::abs(h) < inf, gv * h, xsimd::fms(gv, d, gv * q));
+    return xsimd::select(yv > zero, r, zero);
+  });
 }
 
 }  // namespace detail

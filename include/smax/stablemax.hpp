@@ -136,16 +136,55 @@ SMAX_INLINE xsimd::batch<T, A> log_stable_s(xsimd::batch<T, A> v) noexcept {
   return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), v, r);
 }
 
-// log_stablemax: y_i = log s(x_i) - log(sum_j s(x_j)), log of the sum in
-// double. Same two passes and the same robust path (where the log of the
-// sum is log s(m) + log(sum of ratios)).
+// log_stablemax: y_i = log s(x_i) - log S, S = sum_j s(x_j), log S in
+// double. Same two passes and the same robust path (where log S is
+// log s(m) + log(sum of ratios)), unless the maximum m dominates the sum
+// (S < 1.5 s(m)): then log s(x_i) and log S can nearly cancel, and log S,
+// rounded on its own, would carry the rounding of S (relative 2^-53 of S,
+// many ulp of a small log S: 13 ulp for x = [-2^-10] in float). That case
+// writes log S = log s(m) + log1p(R), R = sum over j other than one
+// maximum of s(x_j) / s(m) (accurate relative to itself: the maximum's own
+// term is left out, not subtracted), and
+//     y_i = (log s(x_i) - log s(m)) - log1p(R),
+// where the first difference is 0 exactly at the maximum and both terms are
+// non-positive resp. non-negative: no cancellation, error within ~2 ulp of
+// max(|log s(x_i)|, |log S|). It costs three more passes over x (max, sum
+// of ratios, count of maxima); inputs where one entry dominates are short
+// or have one outlier.
+template <class A, class T>
+void log_stablemax_dominated(const T* x, T* y, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  const T m = reduce_max<A>(x, n);  // finite: the callers saw no NaN or inf, and a positive sum
+  const B mv(m);
+  double rest = 0;
+  with_stable_ratio<A, T>(m, [&](auto ratio) {
+    rest = sum_map<A>(x, static_cast<T*>(nullptr), n, [&](B v) { return xsimd::select(v < mv, ratio(v), B(T(0))); });
+  });
+  const double ties = sum_map<A>(x, static_cast<T*>(nullptr), n, [&](B v) { return xsimd::select(v == mv, B(T(1)), B(T(0))); });
+  const B l1p(static_cast<T>(std::log1p(rest + (ties - 1.0))));
+  // log s(m) by the same vector code as the map: the maximum's difference is 0.
+  alignas(64) T lm[B::size];
+  log_stable_s<A, T>(mv).store_aligned(lm);
+  const B lmv(lm[0]);
+  map<A>(x, y, n, [lmv, l1p](B v) { return (log_stable_s<A, T>(v) - lmv) - l1p; });
+}
+
 template <class A, class T>
 void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
+  using Lim = stablemax_limits<T>;
   if (n == 0) return;
   double lse;
-  const double s = stablemax_fast_sum<A>(x, n);
-  if (s >= 0) {
+  // Pass 1 also keeps the largest s(x) (an overestimate: tail padding reads
+  // as x = 0), enough to tell that no entry dominates the sum.
+  B top(T(0));
+  const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, [&top](B v) {
+    const B e = stable_s<A>(v);
+    top = xsimd::max(top, e);
+    return e;
+  });
+  if (s >= Lim::sum_lo && s <= Lim::sum_hi) {
+    if (!(1.5 * static_cast<double>(hmax<A>(top)) <= s)) return log_stablemax_dominated<A>(x, y, n);
     lse = std::log(s);
   } else {
     const stablemax_scan sc = stablemax_special(x, n);
@@ -154,6 +193,7 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
     if (m == -std::numeric_limits<T>::infinity()) return fill(y, n, -std::numeric_limits<T>::infinity());
     double rs = 0;
     with_stable_ratio<A, T>(m, [&](auto ratio) { rs = sum_map<A>(x, static_cast<T*>(nullptr), n, ratio); });
+    if (!(rs >= 1.5)) return log_stablemax_dominated<A>(x, y, n);
     const double md = static_cast<double>(m);
     lse = (md >= 0 ? std::log1p(md) : -std::log1p(-md)) + std::log(rs);
   }
@@ -247,12 +287,26 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
     sum2_map<A>(x, dy, n, [&](B v) { return ratio(v) * scb; }, R, DR);
     const B mean_half(static_cast<T>(DR / R * 0.5)), Rb(static_cast<T>(R / scale));
     const B sm(m >= T(0) ? m + T(1) : T(1));
-    map2<A>(x, dy, dx, n, [&](B v, B g) {
-      const B h = g * half - mean_half;
-      const B pos = div_<A, T>(div_<A, T>(h, sm), Rb);
-      const B neg = div_<A, T>(ratio(v) * div_<A, T>(h, one - v), Rb);
-      return xsimd::select(v >= zero, pos, neg) * two;
-    });
+    if (m >= T(0)) {
+      // x < 0: r h / (1 - x) with r = 1 / ((1 - x) s(m)), applied as
+      // divisions one at a time: r itself is subnormal (precision lost) when
+      // s(m) is near the largest T (found by fuzz_variants: m = DBL_MAX,
+      // x = -1.6e6 lost 3 digits).
+      map2<A>(x, dy, dx, n, [&](B v, B g) {
+        const B h = g * half - mean_half;
+        const B pos = div_<A, T>(div_<A, T>(h, sm), Rb);
+        const B w = one - v;
+        const B neg = div_<A, T>(div_<A, T>(div_<A, T>(div_<A, T>(h, w), w), sm), Rb);
+        return xsimd::select(v >= zero, pos, neg) * two;
+      });
+    } else {
+      // Every x < 0: r = (1 - m) / (1 - x) is in (0, 1], never subnormal
+      // unless the result is negligible.
+      map2<A>(x, dy, dx, n, [&](B v, B g) {
+        const B h = g * half - mean_half;
+        return div_<A, T>(ratio(v) * div_<A, T>(h, one - v), Rb) * two;
+      });
+    }
   });
 }
 
