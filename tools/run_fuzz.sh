@@ -7,6 +7,10 @@
 # The random seed is fixed (SMAX_FUZZ_SEED, default 1) so that a run is
 # repeatable: a finding in CI is a real input, found again by the same
 # command, not noise. Set SMAX_FUZZ_SEED=0 for a fresh seed each time.
+# SMAX_FUZZ_RUNS=N also stops each target after N executions (whichever of
+# the time and the count comes first): with the seed fixed, the inputs tried
+# are then the same on a fast machine as on a slow one (a prefix of them when
+# the time runs out first), so CI cannot meet an input never tried here.
 #
 # A finding stops the run with a non-zero exit and leaves the crashing input
 # in build-fuzz/artifacts/; turn it into a Catch2 regression test.
@@ -33,8 +37,17 @@ for t in "${targets[@]}"; do
   mkdir -p "$work"
   seeds="fuzz/corpus/$t"
   [ -d "$seeds" ] || seeds=""
-  echo "== $t: ${secs}s"
-  if "$build/fuzz/$t" -seed="${SMAX_FUZZ_SEED:-1}" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+  runs_opt=()
+  if [ -n "${SMAX_FUZZ_RUNS:-}" ]; then
+    # Repeatable: the seed corpus alone, not what earlier runs added.
+    runs_opt=(-runs="$SMAX_FUZZ_RUNS")
+    rm -rf "$work"
+    mkdir -p "$work"
+    echo "== $t: $SMAX_FUZZ_RUNS executions (at most ${secs}s)"
+  else
+    echo "== $t: ${secs}s"
+  fi
+  if "$build/fuzz/$t" -seed="${SMAX_FUZZ_SEED:-1}" -max_total_time="$secs" "${runs_opt[@]}" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
       -artifact_prefix="$build/artifacts/$t-" "$work" $seeds >"$build/$t.log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$build/$t.log" | grep -o '[0-9]*$' || echo '?')
     echo "   ok: $runs executions, no finding"

@@ -22,8 +22,11 @@
 #            and clang
 #   tsan     clang++ ThreadSanitizer: threads calling at once, the thread
 #            pool, a long row split across threads (tests/tsan)
-#   fuzz     (not in the default list; name it to run it) the libFuzzer
-#            targets (fuzz/), each for SMAX_FUZZ_SECONDS (default 10)
+#   fuzz     clang, ASan + UBSan: every libFuzzer target (fuzz/) from its
+#            seed corpus (which replays the inputs of past findings first),
+#            fixed seed, SMAX_FUZZ_RUNS executions each (default 40000,
+#            ~10-15 s here) or SMAX_FUZZ_SECONDS (default 60), whichever
+#            comes first: the same inputs on any machine
 #
 # It prints a per-stage summary and, as its last line, "N passed, N failed";
 # it exits non-zero if any stage fails to build or any test fails. Full logs:
@@ -34,9 +37,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(release clang asan neon tsan)
+[ ${#stages[@]} -eq 0 ] && stages=(release clang asan neon tsan fuzz)
 
-packages=(cmake make g++ clang libxsimd-dev catch2 g++-aarch64-linux-gnu qemu-user)
+# libclang-rt-14-dev: the sanitizer and libFuzzer runtimes of Debian 12's clang
+# (only recommended by clang, and recommends are not installed here)
+packages=(cmake make g++ clang libclang-rt-14-dev libxsimd-dev catch2 g++-aarch64-linux-gnu qemu-user)
 
 install_packages() {
   command -v dpkg-query >/dev/null 2>&1 || return 0  # not Debian: trust the PATH
@@ -129,7 +134,7 @@ tsan_stage() {
 for s in "${stages[@]}"; do
   case "$s" in
     tsan) run_command_stage tsan tsan_stage ;;
-    fuzz) run_command_stage fuzz bash tools/run_fuzz.sh "${SMAX_FUZZ_SECONDS:-10}" ;;
+    fuzz) run_command_stage fuzz env SMAX_FUZZ_RUNS="${SMAX_FUZZ_RUNS:-40000}" bash tools/run_fuzz.sh "${SMAX_FUZZ_SECONDS:-60}" ;;
     *) run_stage "$s" ;;
   esac
 done
