@@ -12,9 +12,13 @@
 //
 // Traffic: a row of up to 256 KiB runs all its passes while it sits in L2,
 // so each element costs one DRAM read and one write. A long row is processed
-// block by block: pass 1 reads a block twice (max, then sum of exp — the
-// second read hits L2), pass 2 reads and writes it once: two DRAM reads and
-// one write per element, like the two-pass algorithm, on any number of cores.
+// block by block with the two-pass reduction: pass 1 reads a block once for
+// its sum of e^x against a per-block power of two, pass 2 reads it and writes
+// (streaming stores once the row's output outgrows the cache): two DRAM reads
+// and one write per element, as softmax_two_pass, on any number of cores.
+// Blocks outside the two-pass range (NaN, inf, extreme magnitudes) and
+// log_softmax take max, then sum of e^(x - max) per block (the second read
+// hits L2).
 #pragma once
 
 #include <algorithm>
@@ -131,10 +135,49 @@ void rows_map4(const char* fn, const char* const (&names)[4], const matrix_view<
                      [&](std::size_t r) { f(a.row(r), b.row(r), c.row(r), d.row(r), d.cols); });
 }
 
+// softmax of one long row by blocks with the two-pass reduction: each
+// block's sum(e^x 2^-E_b) in one read (two_pass_sum), merged in block order
+// against the largest E_b, then every block written with streaming stores
+// when the row's output is too large for the cache. Two DRAM reads and one
+// write per element, like softmax_two_pass on the whole row. False when a
+// block is outside the two-pass range (NaN, inf, extreme magnitudes):
+// nothing has been written, the caller takes the max-then-sum blocks.
+template <class A, class T>
+bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
+  using B = xsimd::batch<T, A>;
+  const std::size_t nb = (n + block_elems - 1) / block_elems;
+  std::vector<double> bsum(nb);
+  std::vector<T> bexp(nb);
+  std::vector<char> ok(nb);
+  const auto len = [&](std::size_t b) { return std::min(block_elems, n - b * block_elems); };
+  ex.run(nb, [&](std::size_t b) { ok[b] = two_pass_sum<A>(x + b * block_elems, len(b), bsum[b], bexp[b]); });
+  T E = -std::numeric_limits<T>::infinity();
+  for (std::size_t b = 0; b < nb; ++b) {
+    if (!ok[b]) return false;
+    E = std::max(E, bexp[b]);
+  }
+  double s = 0;
+  for (std::size_t b = 0; b < nb; ++b) s += std::ldexp(bsum[b], static_cast<int>(bexp[b] - E));
+  if (!(s > 0 && s < std::numeric_limits<double>::infinity())) return false;
+  const auto e = exp_ref<A, T>(-single_pass_limits<T>::limit, E, static_cast<T>(1.0 / s));
+  const bool stream = n * sizeof(T) >= stream_min_bytes;
+  ex.run(nb, [&](std::size_t b) {
+    const std::size_t o = b * block_elems;
+    if (stream) {
+      map_streamed<A>(x + o, y + o, len(b), [&](B v) { return e(v); });
+      stream_fence<A>();
+    } else {
+      map<A>(x + o, y + o, len(b), [&](B v) { return e(v); });
+    }
+  });
+  return true;
+}
+
 // One long row, blocked and possibly multi-threaded (see the file comment).
 template <class A, class T>
 void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
   constexpr T inf = std::numeric_limits<T>::infinity();
+  if (!log && softmax_blocked_two_pass<A>(x, y, n, ex)) return;
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   std::vector<T> bmax(nb);
   std::vector<double> bsum(nb);

@@ -122,10 +122,10 @@ SMAX_INLINE void stream_fence() noexcept {
 // Whether an output of n elements at y is written with streaming stores, and
 // how many leading elements to write normally before y is vector-aligned.
 template <class A, class T>
-SMAX_INLINE bool stream_output(const T* y, std::size_t n, std::size_t& head) noexcept {
+SMAX_INLINE bool stream_output(const T* y, std::size_t n, std::size_t& head, bool any_size = false) noexcept {
   constexpr std::size_t align = xsimd::batch<T, A>::size * sizeof(T);
   const auto addr = reinterpret_cast<std::uintptr_t>(y);
-  if (!has_stream_v<A> || n * sizeof(T) < stream_min_bytes || addr % sizeof(T) != 0) return false;
+  if (!has_stream_v<A> || (!any_size && n * sizeof(T) < stream_min_bytes) || addr % sizeof(T) != 0) return false;
   head = ((align - addr % align) % align) / sizeof(T);
   return true;
 }
@@ -400,6 +400,21 @@ SMAX_FLATTEN void map(const T* x, T* y, std::size_t n, F&& f) noexcept {
     if (head) store_partial<A>(y, head, f(load_partial<A>(x, head, T(0))));
     map_impl::run<A, true>(x + head, y + head, n - head, f);
     stream_fence<A>();
+  } else {
+    map_impl::run<A, false>(x, y, n, f);
+  }
+}
+
+// map with streaming stores at any n (where A has them) and no fence: for
+// one block of an output that as a whole is too large for the cache
+// (batched.hpp's long rows). The caller fences (stream_fence) once its
+// blocks are written.
+template <class A, class T, class F>
+SMAX_FLATTEN void map_streamed(const T* x, T* y, std::size_t n, F&& f) noexcept {
+  std::size_t head = 0;
+  if (stream_output<A>(y, n, head, true)) {
+    if (head) store_partial<A>(y, head, f(load_partial<A>(x, head, T(0))));
+    map_impl::run<A, true>(x + head, y + head, n - head, f);
   } else {
     map_impl::run<A, false>(x, y, n, f);
   }

@@ -242,8 +242,13 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
 //    is clamped per lane at (E - 125) ln2: a term clamped there is below
 //    2^-125 of its lane's largest term, which is in the sum, so the clamp
 //    changes the sum by less than n 2^-125 relative (nothing for n < 2^80).
+//
+// Pass 1 of two_pass: sum(e^x 2^-Emax) = s over x[0..n) in one read, with
+// Emax the largest per-lane reference exponent. False (s, Emax unusable)
+// for a NaN, an infinite or empty sum, or a max outside the range the
+// single-pass reduction accepts: the caller then takes three passes.
 template <class A, class T>
-SMAX_FLATTEN void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
+SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax) noexcept {
   using B = xsimd::batch<T, A>;
   using L = single_pass_limits<T>;
   using C = exp_constants<T>;
@@ -343,16 +348,22 @@ SMAX_FLATTEN void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
   const bool in_range =
       km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
 
-  const T Emax = hmax<A>(E);
+  Emax = hmax<A>(E);
   // A NaN partial sum must be seen before the rescale below: a lane whose E
   // is far under Emax is flushed to 0 there, NaN or not.
   const double raw = total.sum();
   const bool nan_seen = !(raw == raw);
-  const double s = total.dot(ldexp_small<A, T>(B(T(1)), E - B(Emax)));
-  if (nan_seen || !in_range || !(s > 0 && s < std::numeric_limits<double>::infinity()))
-    return softmax_three_pass<A>(x, y, n, false);
+  s = total.dot(ldexp_small<A, T>(B(T(1)), E - B(Emax)));
+  return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
+}
+
+template <class A, class T>
+void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
+  double s;
+  T Emax;
+  if (!two_pass_sum<A>(x, n, s, Emax)) return softmax_three_pass<A>(x, y, n, false);
   // y = e^x 2^-Emax / s (every K here is at most Emax + 16).
-  map<A>(x, y, n, exp_ref<A, T>(-L::limit, Emax, static_cast<T>(1.0 / s)));
+  map<A>(x, y, n, exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
 }
 
 // `automatic`: three-pass reload while the input fits in cache (one exp per
