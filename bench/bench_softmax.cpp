@@ -1,5 +1,6 @@
 // smax's softmax and log_softmax on every ISA compiled in: each algorithm
-// over the size grid (float; double on a shorter grid), and the batched case.
+// over the size grid (float; double on a shorter grid), and the batched API
+// on 1 and 2 threads.
 #include <smax/dynamic.hpp>
 
 #include "common.hpp"
@@ -51,18 +52,40 @@ SMAX_BENCH_REGISTER(softmax) {
   register_type<float>(smax_bench::sizes<float>());
   register_type<double>(double_sizes());
 
-  // Batched rows: each 128 KiB row stays in L2 between the passes, so every
-  // algorithm's DRAM floor is one read and one write (ratio against copy).
+  // Batched rows through the public batched API (smax::dynamic::softmax on
+  // matrix_views, executor nullptr for 1 thread, a static thread_pool for
+  // more), wall-clock timed: "softmax_batched/<algo>/f32/<isa>/<rows>/<cols>/
+  // threads:<t>/real_time". A row of up to 256 KiB stays in L2 between the
+  // passes, so the DRAM floor of a batch of rows is one read and one write
+  // (traffic 1R+1W, ratio against the copy roofline of the same thread
+  // count). One long row (1 x 64M) is the exception: automatic splits it into
+  // blocks, two DRAM reads and one write (2R+1W, against rw2).
+  const std::vector<std::size_t> threads = {1, 2};
   for (const std::string& isa : smax_bench::compiled_isas()) {
     for (const algo& al : algos) {
+      const algorithm a = al.a;
       smax_bench::kernel<float> k;
       k.name = std::string("softmax_batched/") + al.name;
       k.traffic = {1, 1};
       k.roof = smax_bench::roof_kind::copy;
-      const algorithm a = al.a;
-      k.run = [a](const float* x, float* y, std::size_t n) { smax::dynamic::softmax(x, y, n, a); };
+      k.run_threaded = [a](const float* x, float* y, std::size_t rows, std::size_t cols, std::size_t t) {
+        smax::dynamic::softmax(smax::matrix_view<const float>(x, rows, cols), smax::matrix_view<float>(y, rows, cols),
+                               a, smax_bench::pool(t));
+      };
       k.check = [](const float* x, const float* y, std::size_t n) { return smax_bench::sum_check(x, y, n, 1e-5); };
-      smax_bench::register_batched(k, isa, true);
+      if (a != algorithm::automatic) {
+        // The explicit algorithms run row by row: the 2048 x 32768 batch only.
+        smax_bench::register_threaded(k, isa, true, {{smax_bench::batch_rows, smax_bench::batch_cols}}, threads);
+        continue;
+      }
+      for (const smax_bench::shape& sh : smax_bench::threaded_shapes()) {
+        smax_bench::kernel<float> ks = k;
+        if (sh.rows == 1) {
+          ks.traffic = {2, 1};
+          ks.roof = smax_bench::roof_kind::rw2;
+        }
+        smax_bench::register_threaded(ks, isa, true, {sh}, threads);
+      }
     }
   }
 }

@@ -26,6 +26,16 @@
 // Other helpers: register_batched (rows x cols, k.run per row), input<T>(n)
 // for a kernel that needs its own data layout, sum_check / compare_check.
 //
+// Multi-threaded work (register_threaded, k.run_threaded): one call for a
+// whole rows x cols matrix on a given number of threads, registered as
+//   "<name>/<type>/<isa>/<rows>/<cols>/threads:<t>/real_time"
+// (Google Benchmark appends "/real_time"). These are timed on the wall clock
+// (the per-thread CPU clock would miss the other threads' work), and so is
+// their paired roofline, which is split into t equal parts run concurrently
+// on t threads: a t-thread kernel is compared with the t-thread roofline.
+// The 1-thread entries use the wall clock too, so that t = 1 and t = 2 are
+// comparable; the single-vector benchmarks above keep the CPU clock.
+//
 // Data: one arena per element type, allocated and first-touched once, x
 // filled with logits ~ N(0, 3^2) (deterministic). A call whose x + y is at
 // least rotate_min_bytes (16 MiB) rotates through the whole arena (512 MiB),
@@ -44,6 +54,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <utility>
@@ -221,29 +232,68 @@ inline double thread_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// Wall-clock time: the only honest clock for work spread over several
+// threads (the calling thread's CPU time misses the workers' share and the
+// time it waits for them).
+inline double wall_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+using clock_fn = double (*)();
+
+// The executor for `threads` threads: nullptr (the calling thread) for 1,
+// else one smax::thread_pool of that size, created on first use and kept
+// for the whole run (creating threads per call would be timed).
+inline smax::executor* pool(std::size_t threads) {
+  if (threads <= 1) return nullptr;
+  static std::mutex m;
+  static std::map<std::size_t, std::unique_ptr<smax::thread_pool>> pools;
+  std::lock_guard<std::mutex> lock(m);
+  auto& p = pools[threads];
+  if (!p) p.reset(new smax::thread_pool(threads));
+  return p.get();
+}
+
+// One roofline call over `bytes`, cut into `threads` parts (multiples of 64
+// bytes, the first ones equal) that run concurrently on pool(threads). The
+// store kind is chosen from the whole call's size, as a kernel would.
+inline void roofline_call(roof_kind kind, const void* src, void* dst, std::size_t bytes, std::size_t threads = 1) {
+  const bool stream = roofline::streams(bytes);
+  const auto part = [&](const void* s, void* d, std::size_t b) {
+    if (kind == roof_kind::rw2)
+      roofline::rw2(s, d, b, stream);
+    else
+      roofline::copy(s, d, b, stream);
+  };
+  if (threads <= 1) return part(src, dst, bytes);
+  const std::size_t chunk = (bytes / threads) / 64 * 64;
+  pool(threads)->run(threads, [&](std::size_t i) {
+    const std::size_t off = i * chunk;
+    const std::size_t len = i + 1 == threads ? bytes - off : chunk;
+    if (len) part(static_cast<const char*>(src) + off, static_cast<char*>(dst) + off, len);
+  });
+}
+
 // Seconds per call of the roofline over the same slots, timed for about
 // `budget` seconds (at least four calls), reading the clock only every
-// ~100 us (the thread CPU clock is a system call in a VM: ~1 us).
+// ~100 us (the thread CPU clock is a system call in a VM: ~1 us). `threads`
+// and `clock` must match how the kernel it is paired with was run and timed.
 template <class T>
 double roofline_seconds(const slots<T>& s, std::size_t elems_per_call, roof_kind kind, double budget,
-                        double guess_per_call) {
+                        double guess_per_call, std::size_t threads = 1, clock_fn clock = thread_seconds) {
   const std::size_t bytes = elems_per_call * sizeof(T);
-  const bool stream = roofline::streams(bytes);
   const std::size_t batch = guess_per_call > 0 && guess_per_call < 25e-6
                                 ? static_cast<std::size_t>(100e-6 / guess_per_call)
                                 : std::size_t(4);
   std::size_t calls = 0, slot = 0;
-  const double t0 = thread_seconds();
+  const double t0 = clock();
   double t = t0;
   do {
-    for (std::size_t k = 0; k < batch; ++k, ++calls, ++slot) {
-      if (kind == roof_kind::rw2)
-        roofline::rw2(s.x(slot), s.y(slot), bytes, stream);
-      else
-        roofline::copy(s.x(slot), s.y(slot), bytes, stream);
-    }
+    for (std::size_t k = 0; k < batch; ++k, ++calls, ++slot) roofline_call(kind, s.x(slot), s.y(slot), bytes, threads);
     benchmark::ClobberMemory();
-    t = thread_seconds();
+    t = clock();
   } while (t - t0 < budget);
   return (t - t0) / static_cast<double>(calls);
 }
@@ -267,6 +317,9 @@ struct kernel {
   // optional, for register_batched: one call for the whole rows x cols
   // batch (row-major, contiguous); without it run() is called per row.
   std::function<void(const T* x, T* y, std::size_t rows, std::size_t cols)> run_batch;
+  // for register_threaded: one call for the whole rows x cols matrix
+  // (row-major, contiguous) on `threads` threads (1: the calling thread).
+  std::function<void(const T* x, T* y, std::size_t rows, std::size_t cols, std::size_t threads)> run_threaded;
   check_fn<T> check;     // optional; run once per (name, n) before timing
   roof_kind roof = roof_kind::rw2; // what vs_roofline compares against
   std::string label = "smax";  // "smax", "peer" or "roofline" (report.py groups by it)
@@ -310,16 +363,35 @@ check_fn<T> compare_check(std::function<void(const T*, T*, std::size_t)> referen
   };
 }
 
+// Verdicts of the output checks so far, by benchmark name ("" = passed).
+inline std::map<std::string, std::string>& verdicts() {
+  static std::map<std::string, std::string> v;
+  return v;
+}
+
 // Runs the kernel and k.check once per benchmark name (Google Benchmark calls
 // a benchmark function several times); false (benchmark skipped) on failure.
-template <class T>
-bool checked(benchmark::State& state, const kernel<T>& k, const std::string& name, const T* x, T* y, std::size_t n) {
+// run_once() computes rows x cols outputs at x, y (row-major); k.check then
+// looks at every row.
+template <class T, class Run>
+bool checked_rows(benchmark::State& state, const kernel<T>& k, const std::string& name, const T* x, T* y,
+                  std::size_t rows, std::size_t cols, Run&& run_once) {
   if (!k.check) return true;
-  static std::map<std::string, std::string> verdicts;
-  auto it = verdicts.find(name);
-  if (it == verdicts.end()) {
-    k.run(x, y, n);
-    it = verdicts.emplace(name, k.check(x, y, n)).first;
+  auto it = verdicts().find(name);
+  if (it == verdicts().end()) {
+    run_once();
+    std::string verdict;
+    for (std::size_t r = 0; r < rows && verdict.empty(); ++r) {
+      verdict = k.check(x + r * cols, y + r * cols, cols);
+      if (!verdict.empty() && rows > 1) verdict = "row " + std::to_string(r) + ": " + verdict;
+    }
+    it = verdicts().emplace(name, verdict).first;
+    // One more untimed call: on this VM the first call after the check was
+    // 3-10x slower for the peers at 64M floats (300-700 ms instead of 60;
+    // seen after compare_check, which allocates a 256 MiB reference), and
+    // Google Benchmark sizes every repetition's iteration count from that
+    // first probe (one slow call >= 5 x min_time ends the probe).
+    if (verdict.empty()) run_once();
   }
   if (!it->second.empty()) {
     state.SkipWithError(("output check failed: " + it->second).c_str());
@@ -328,11 +400,19 @@ bool checked(benchmark::State& state, const kernel<T>& k, const std::string& nam
   return true;
 }
 
+template <class T>
+bool checked(benchmark::State& state, const kernel<T>& k, const std::string& name, const T* x, T* y, std::size_t n) {
+  return checked_rows(state, k, name, x, y, 1, n, [&] { k.run(x, y, n); });
+}
+
 // Sets the rate counters and, after the timed loop, times the roofline on
-// the same slots for a quarter of the kernel's time.
+// the same slots for a quarter of the kernel's time, on as many threads and
+// with the same clock as the kernel. Counters: vs_roofline (roofline time /
+// kernel time) and roofline_items_per_second (the roofline's own rate, so
+// that rooflines of different thread counts can be compared).
 template <class T>
 void finish(benchmark::State& state, const kernel<T>& k, const slots<T>& s, std::size_t elems_per_call,
-            double kernel_seconds) {
+            double kernel_seconds, std::size_t threads = 1, clock_fn clock = thread_seconds) {
   const double calls = static_cast<double>(state.iterations());
   const double elems = static_cast<double>(elems_per_call) * calls;
   state.SetItemsProcessed(static_cast<std::int64_t>(elems));
@@ -340,8 +420,10 @@ void finish(benchmark::State& state, const kernel<T>& k, const slots<T>& s, std:
       static_cast<std::int64_t>(elems * sizeof(T) * (k.traffic.reads + k.traffic.writes)));
   if (calls <= 0 || kernel_seconds <= 0) return;
   const double per_call = kernel_seconds / calls;
-  const double roof_per_call = roofline_seconds(s, elems_per_call, k.roof, 0.25 * kernel_seconds, per_call);
+  const double roof_per_call =
+      roofline_seconds(s, elems_per_call, k.roof, 0.25 * kernel_seconds, per_call, threads, clock);
   state.counters["vs_roofline"] = roof_per_call / per_call;
+  state.counters["roofline_items_per_second"] = static_cast<double>(elems_per_call) / roof_per_call;
 }
 
 // The body of one benchmark run of k on n elements (rows > 1: a batch of
@@ -419,6 +501,68 @@ void register_batched(const kernel<T>& k, const std::string& isa, bool route_isa
                                  }
                                })
       ->Args({static_cast<std::int64_t>(rows), static_cast<std::int64_t>(cols)});
+}
+
+// The body of one multi-threaded run: k.run_threaded on the whole rows x
+// cols matrix with `threads` threads, timed on the wall clock, checked first
+// (every row, the same call as the timed one).
+template <class T>
+void run_threaded_kernel(benchmark::State& state, const kernel<T>& k, const std::string& bench_name,
+                         std::size_t rows, std::size_t cols, std::size_t threads) {
+  const std::size_t total = rows * cols;
+  slots<T> s(total);
+  if (!checked_rows(state, k, bench_name, s.x(0), s.y(0), rows, cols,
+                    [&] { k.run_threaded(s.x(0), s.y(0), rows, cols, threads); }))
+    return;
+  std::size_t slot = 0;
+  const double t0 = wall_seconds();
+  for (auto _ : state) {
+    T* y = s.y(slot);
+    k.run_threaded(s.x(slot), y, rows, cols, threads);
+    benchmark::DoNotOptimize(y);
+    benchmark::ClobberMemory();
+    ++slot;
+  }
+  const double t1 = wall_seconds();
+  state.SetLabel(k.label);
+  finish(state, k, s, total, t1 - t0, threads, wall_seconds);
+}
+
+struct shape {
+  std::size_t rows, cols;
+};
+
+// The threaded shapes: all 64M floats (256 MiB, the arena), from many short
+// rows (16384 x 1024) to one long row (1 x 64M, which smax splits into
+// blocks across the threads).
+inline const std::vector<shape>& threaded_shapes() {
+  static const std::vector<shape> v = {{2048, 32768}, {16384, 1024}, {64, 1048576}, {1, 67108864}};
+  return v;
+}
+
+// Registers "<k.name>/<type>/<isa>/<rows>/<cols>/threads:<t>/real_time" for
+// every shape and thread count, wall-clock timed (see the header comment);
+// route_isa: set smax::dynamic's ISA to `isa` for the run (smax kernels),
+// else `isa` only names who picks the code (peers: "native").
+template <class T>
+void register_threaded(const kernel<T>& k, const std::string& isa, bool route_isa, const std::vector<shape>& shapes,
+                       const std::vector<std::size_t>& thread_counts) {
+  for (const shape& sh : shapes) {
+    for (std::size_t t : thread_counts) {
+      const std::string name = k.name + "/" + type_name<T>() + "/" + isa + "/" + std::to_string(sh.rows) + "/" +
+                               std::to_string(sh.cols) + "/threads:" + std::to_string(t);
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [k, isa, route_isa, sh, t, name](benchmark::State& state) {
+                                     if (route_isa) {
+                                       isa_scope scope(state, isa);
+                                       if (scope.ok()) run_threaded_kernel(state, k, name, sh.rows, sh.cols, t);
+                                     } else {
+                                       run_threaded_kernel(state, k, name, sh.rows, sh.cols, t);
+                                     }
+                                   })
+          ->UseRealTime();
+    }
+  }
 }
 
 }  // namespace smax_bench

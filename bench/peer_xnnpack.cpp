@@ -1,14 +1,20 @@
-// Peer: XNNPACK's softmax operator (xnn_create_softmax_nc_f32), single
-// thread (no pthreadpool). Built when libXNNPACK is found. The Debian build
-// (git 2022-02) runs its SSE2/AVX2 kernels (three-pass reload: 3R + 2W).
-// The operator is created once per size and set up again only when the
-// buffers change (in-cache sizes reuse one buffer), the cheapest use of its
-// API; its output is checked against smax before timing.
+// Peer: XNNPACK's softmax operator (xnn_create_softmax_nc_f32). Built when
+// libXNNPACK is found. The Debian build (git 2022-02) runs its SSE2/AVX2
+// kernels (three-pass reload: 3R + 2W).
+// Single vectors run on the calling thread (no pthreadpool); the batched
+// entries run on 1 thread (no pool) or on a pthreadpool of 2 threads
+// (pthreadpool_create(2): the caller and one worker), which XNNPACK splits
+// by rows: one long row stays on one thread.
+// An operator is created once per (channels, threads) and set up again only
+// when the buffers change (in-cache sizes reuse one buffer), the cheapest use
+// of its API; its output is checked against smax before timing.
+#include <pthreadpool.h>
 #include <xnnpack.h>
 
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <utility>
 
 #include <smax/dynamic.hpp>
 
@@ -31,14 +37,31 @@ bool xnn_ready() {
   return ok;
 }
 
-// One operator per channel count, created on first use.
-void xnn_run(const float* x, float* y, std::size_t rows, std::size_t cols) {
-  static std::map<std::size_t, std::unique_ptr<xnn_softmax>> ops;
+// nullptr (the calling thread) for 1 thread, else one pthreadpool of that
+// size created on first use and kept (creating threads per call would be
+// timed). Never destroyed: it lives as long as the process.
+pthreadpool_t xnn_pool(std::size_t threads) {
+  if (threads <= 1) return nullptr;
+  static std::map<std::size_t, pthreadpool_t> pools;
+  pthreadpool_t& p = pools[threads];
+  if (!p) {
+    p = pthreadpool_create(threads);
+    if (!p || pthreadpool_get_threads_count(p) != threads) {
+      std::fprintf(stderr, "smax_bench: pthreadpool_create(%zu) failed\n", threads);
+      std::abort();
+    }
+  }
+  return p;
+}
+
+void xnn_run(const float* x, float* y, std::size_t rows, std::size_t cols, std::size_t threads = 1) {
+  static std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<xnn_softmax>> ops;
   if (!xnn_ready()) {
     std::fprintf(stderr, "smax_bench: xnn_initialize failed\n");
     std::abort();
   }
-  auto& slot = ops[cols];
+  pthreadpool_t pool = xnn_pool(threads);
+  auto& slot = ops[{cols, threads}];
   if (!slot) {
     slot.reset(new xnn_softmax);
     if (xnn_create_softmax_nc_f32(cols, cols, cols, 0, &slot->op) != xnn_status_success) {
@@ -48,7 +71,7 @@ void xnn_run(const float* x, float* y, std::size_t rows, std::size_t cols) {
   }
   xnn_softmax& s = *slot;
   if (s.x != x || s.y != y || s.rows != rows) {
-    if (xnn_setup_softmax_nc_f32(s.op, rows, x, y, nullptr) != xnn_status_success) {
+    if (xnn_setup_softmax_nc_f32(s.op, rows, x, y, pool) != xnn_status_success) {
       std::fprintf(stderr, "smax_bench: xnn_setup_softmax_nc_f32 failed\n");
       std::abort();
     }
@@ -56,7 +79,10 @@ void xnn_run(const float* x, float* y, std::size_t rows, std::size_t cols) {
     s.y = y;
     s.rows = rows;
   }
-  xnn_run_operator(s.op, nullptr);
+  if (xnn_run_operator(s.op, pool) != xnn_status_success) {
+    std::fprintf(stderr, "smax_bench: xnn_run_operator failed\n");
+    std::abort();
+  }
 }
 
 SMAX_BENCH_REGISTER(peer_xnnpack) {
@@ -65,16 +91,24 @@ SMAX_BENCH_REGISTER(peer_xnnpack) {
   k.label = "peer";
   k.traffic = {3, 2};
   k.run = [](const float* x, float* y, std::size_t n) { xnn_run(x, y, 1, n); };
-  k.run_batch = [](const float* x, float* y, std::size_t rows, std::size_t cols) { xnn_run(x, y, rows, cols); };
   // Peers sum in float: at 64M their result drifts by up to ~1e-2 (README).
   k.check = smax_bench::compare_check<float>(
       [](const float* x, float* y, std::size_t n) { smax::dynamic::softmax(x, y, n); }, 3e-2, 1e-30);
   smax_bench::register_once(k, "native", smax_bench::sizes<float>());
+  // Batched, 1 and 2 threads: "xnnpack/softmax_batched/f32/native/<rows>/
+  // <cols>/threads:<t>/real_time", every row checked against smax.
   smax_bench::kernel<float> b = k;
   b.name = "xnnpack/softmax_batched";
-  b.traffic = {1, 1};
-  b.roof = smax_bench::roof_kind::copy;
-  smax_bench::register_batched(b, "native", false);
+  b.run_threaded = [](const float* x, float* y, std::size_t rows, std::size_t cols, std::size_t t) {
+    xnn_run(x, y, rows, cols, t);
+  };
+  for (const smax_bench::shape& sh : smax_bench::threaded_shapes()) {
+    // Rows that fit in L2 leave one read and one write to DRAM (vs copy); the
+    // long row is read three times and written twice (vs rw2, as smax's).
+    b.traffic = sh.rows == 1 ? smax_bench::mem_traffic{3, 2} : smax_bench::mem_traffic{1, 1};
+    b.roof = sh.rows == 1 ? smax_bench::roof_kind::rw2 : smax_bench::roof_kind::copy;
+    smax_bench::register_threaded(b, "native", false, {sh}, {1, 2});
+  }
 }
 
 }  // namespace

@@ -248,6 +248,22 @@ SMAX_BENCH_REGISTER(roofline) {
       register_once(k, roofline::isa(), sizes<float>());
     }
   }
+  // The same at 64M elements on 1 and 2 threads (wall clock), the part each
+  // thread moves being a contiguous half: "roofline/<rw2|copy>/f32/<isa>/1/
+  // 67108864/threads:<t>/real_time". Their roofline_items_per_second shows
+  // how much a second core adds to the memory bandwidth.
+  for (int kind = 0; kind < 2; ++kind) {
+    kernel<float> k;
+    k.name = kind == 0 ? "roofline/rw2" : "roofline/copy";
+    k.traffic = kind == 0 ? mem_traffic{2, 1} : mem_traffic{1, 1};
+    k.roof = kind == 0 ? roof_kind::rw2 : roof_kind::copy;
+    k.label = "roofline";
+    const roof_kind rk = k.roof;
+    k.run_threaded = [rk](const float* x, float* y, std::size_t rows, std::size_t cols, std::size_t t) {
+      roofline_call(rk, x, y, rows * cols * sizeof(float), t);
+    };
+    register_threaded(k, roofline::isa(), false, {{1, std::size_t(64) << 20}}, {1, 2});
+  }
 }
 
 }  // namespace smax_bench

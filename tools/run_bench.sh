@@ -24,7 +24,11 @@
 # Contenders run in random interleaved order (--benchmark_enable_random_
 # interleaving) so that a slow phase of a noisy machine does not fall on one
 # of them; every kernel's "x roofline" is measured right after it, on the
-# same buffers. Peers run single-threaded (OMP_NUM_THREADS=1).
+# same buffers. Peers run single-threaded (OMP_NUM_THREADS=1), except the
+# batched entries named ".../threads:2/real_time", which run every library's
+# batched API on 2 threads (smax::thread_pool, XNNPACK's pthreadpool, oneDNN's
+# OpenMP threads set per call) and are timed on the wall clock against a
+# roofline split over 2 threads.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -96,10 +100,17 @@ if [ -z "$filter" ]; then
     filter='.'
   else
     # softmax (every algorithm and ISA), the peers and the roofline at five
-    # sizes from L1 to DRAM; the batch with `automatic` and the peers; every
-    # other kernel family (and its baselines) on the best ISA at 64K and 16M.
+    # sizes from L1 to DRAM; every other kernel family (and its baselines) on
+    # the best ISA at 64K and 16M; the batched API (64M floats per call, wall
+    # clock): `automatic` at 2048x32768 on 1 thread on every ISA, on the best
+    # ISA at every shape (2048x32768, 16384x1024, 64x1M, one 64M row) on 1 and
+    # 2 threads, the peers' batched operators at the three batch shapes on 1
+    # and 2 threads, and the 64M rooflines on 1 and 2 threads.
     filter="^(softmax/[a-z_]+|log_softmax|[a-z]+/softmax|roofline/rw2)/f32/[a-z0-9]+/$sizes\$"
-    filter+='|^(softmax_batched/automatic|[a-z]+/softmax_batched)/f32/'
+    filter+="|^softmax_batched/automatic/f32/[a-z0-9]+/2048/32768/threads:1/real_time\$"
+    filter+="|^softmax_batched/automatic/f32/$best_isa/[0-9]+/[0-9]+/threads:[12]/real_time\$"
+    filter+="|^[a-z]+/softmax_batched/f32/native/(2048/32768|16384/1024|64/1048576)/threads:[12]/real_time\$"
+    filter+="|^roofline/(rw2|copy)/f32/[a-z0-9]+/1/67108864/threads:[12]/real_time\$"
     filter+="|^[^/]+(/[^/]+)*/f32/($best_isa|native|baseline)/(65536|16777216)\$"
   fi
 fi
@@ -120,7 +131,7 @@ export OMP_NUM_THREADS=1
   --benchmark_color=false --benchmark_counters_tabular=false "${extra[@]}" 2>&1 |
   tee "$out/console.txt" |
   awk -v total="$((total * reps))" '
-    /^[a-z0-9_]+\/.*\/[0-9]+ / && !/_(mean|median|stddev|cv) / { done++; printf "[%d/%d] %s\n", done, total, $0; fflush(); next }
+    /^[a-z0-9_]+\/.*\/([0-9]+|real_time) / && !/_(mean|median|stddev|cv) / { done++; printf "[%d/%d] %s\n", done, total, $0; fflush(); next }
     /_(mean|median|stddev|cv) / { next }
     { print; fflush() }'
 
