@@ -355,3 +355,116 @@ TEST_CASE("fuzz: softpick_backward does not overflow in dy - dot when the result
     CHECK(std::fabs(dx[15] - ref) <= 1e-14L * std::fabs(ref));
   }
 }
+
+TEST_CASE("fuzz: backward passes stay finite when every dy is the largest double", "[regression]") {
+  // Found by fuzz_variants and fuzz_sparse (seeds 2, 3): the weighted mean of
+  // dy (all -DBL_MAX) rounded one ulp past -DBL_MAX to -inf, and every dx
+  // became +-inf although dy - mean is 0. The means are now clamped to the
+  // finite range (they lie between the smallest and the largest dy).
+  const double big = std::numeric_limits<double>::max();
+  const auto s = [](long double v) { return v >= 0 ? v + 1 : 1 / (1 - v); };
+  const std::vector<std::vector<double>> xs = {
+      {0x1.3bb1697742783p-659, -0x1.059cp+4, -big, -0x1.999cp+4, 0x1.964p+2},
+      {0x1.212p+17, -0x1.b1cp+18, -big, -big, -big, -big, -big, -big, -big}};
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (const auto& x : xs) {
+      const std::vector<double> dy(x.size(), -big);
+      std::vector<double> dx(x.size());
+      smax::dynamic::stablemax_backward(x.data(), dy.data(), dx.data(), x.size());
+      long double S = 0;
+      for (double v : x) S += s(v);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const long double ds = x[i] >= 0 ? 1.0L : s(x[i]) * s(x[i]);
+        const long double scale = ds / S * 2 * big;  // the reference is 0: dy_i - mean = 0
+        INFO("isa " << isa << " n " << x.size() << " i " << i << " dx " << dx[i]);
+        CHECK(std::isfinite(dx[i]));
+        CHECK(std::fabs(static_cast<long double>(dx[i])) <= 64 * std::numeric_limits<double>::epsilon() * scale);
+      }
+    }
+    // entmax / sparsemax backward: y uniform on 35 entries, dy all DBL_MAX:
+    // the reference is 0; the mean's rounding leaves an ulp or two of
+    // DBL_MAX (times g <= 1), within the bound, but never an infinity.
+    const std::vector<double> y(35, 1.0 / 35), dy(35, big);
+    std::vector<double> dx(35);
+    const double tol = 64 * std::numeric_limits<double>::epsilon() * 2 * big;
+    for (double alpha : {1.25, 1.5, 2.0}) {
+      smax::dynamic::entmax_backward(y.data(), dy.data(), dx.data(), y.size(), alpha);
+      for (double v : dx) CHECK(std::fabs(v) <= tol);
+    }
+    smax::dynamic::sparsemax_backward(y.data(), dy.data(), dx.data(), y.size());
+    for (double v : dx) CHECK(std::fabs(v) <= tol);
+  }
+}
+
+TEST_CASE("review: a long row whose last block is shorter than the output's misalignment", "[regression][batched]") {
+  // The blocked long-row path streamed each block's output; a last block of
+  // 1 element at a y that is not vector-aligned made the aligned head longer
+  // than the block, and the streaming loop ran with n - head wrapped around
+  // (out-of-bounds writes). n = 2^22 + 1 floats (16 MiB of output: streamed).
+  const std::size_t n = (std::size_t(1) << 22) + 1;
+  const auto x = smax_test::normal<float>(n, 3.0, 7);
+  std::vector<float> buf(n + 64, -5.0f), ref(n);
+  smax::dynamic::softmax(x.data(), ref.data(), n);
+  for (std::size_t off : {1, 3, 15}) {
+    std::fill(buf.begin(), buf.end(), -5.0f);
+    float* y = buf.data() + off;
+    smax::dynamic::softmax(smax::matrix_view<const float>(x.data(), 1, n), smax::matrix_view<float>(y, 1, n));
+    INFO("offset " << off);
+    CHECK(smax_test::max_rel_err(std::vector<float>(y, y + n), std::vector<long double>(ref.begin(), ref.end())) < 1e-6);
+    for (std::size_t i = 0; i < off; ++i) CHECK(buf[i] == -5.0f);
+    for (std::size_t i = off + n; i < buf.size(); ++i) CHECK(buf[i] == -5.0f);
+  }
+}
+
+TEST_CASE("review: the threshold's correction never moves it across an entry", "[regression]") {
+  // For p < 1 F' is unbounded where an entry joins the support: a Newton
+  // correction taken there lifted the threshold onto 20 tied entries
+  // (alpha = 6, x = [5, 20 x 4.81]): they got 0 and the sum was 0.99. The
+  // true threshold lies within an ulp of the ties there (their outputs,
+  // 5.1e-4, come from x - tau ~ 7e-18): the correction is now refused, the
+  // ties keep the double threshold's outputs (6.7e-4, sum 1.003: the known
+  // limit stated in smax.hpp), and never lose their support.
+  std::vector<double> x(21, 4.81);
+  x[0] = 5.0;
+  std::vector<double> y(x.size());
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    smax::dynamic::entmax_bisect(x.data(), y.data(), x.size(), 6.0);
+    long double sum = 0;
+    for (double v : y) sum += v;
+    INFO("isa " << isa << " y[1] " << y[1] << " sum - 1 " << static_cast<double>(sum - 1));
+    for (std::size_t i = 1; i < x.size(); ++i) CHECK(y[i] > 0);
+    CHECK(std::fabs(sum - 1) <= 5e-3L);
+  }
+}
+
+TEST_CASE("review: entmax_backward keeps inf dy where y is +inf", "[regression]") {
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    const double inf = std::numeric_limits<double>::infinity();
+    const std::vector<double> y = {0, inf, 0.3};
+    for (double d : {inf, -inf}) {
+      const std::vector<double> dy = {0, d, 0.5};
+      std::vector<double> dx(3);
+      smax::dynamic::entmax_backward(y.data(), dy.data(), dx.data(), 3, 1.5);
+      INFO("isa " << isa << " dy " << d << " dx1 " << dx[1]);
+      CHECK(dx[1] == d);
+    }
+  }
+}
+
+TEST_CASE("review: stablemax_backward does not underflow for tiny sums (double fast path)", "[regression]") {
+  // x = {-2^540, -2^540}: S = 2^-539, in the fast path's range; h s(x)^2
+  // underflowed before the multiplication by 1 / S.
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    const std::vector<double> x = {-0x1p540, -0x1p540}, dy = {1.0, -1.0};
+    std::vector<double> dx(2);
+    smax::dynamic::stablemax_backward(x.data(), dy.data(), dx.data(), 2);
+    // s'(x) / S = s(x)^2 / (2 s(x)) = s(x) / 2 = 2^-541; mean = 0.
+    INFO("isa " << isa << " dx " << dx[0] << " " << dx[1]);
+    CHECK(std::fabs(dx[0] - 0x1p-541) <= 1e-15 * 0x1p-541);
+    CHECK(std::fabs(dx[1] + 0x1p-541) <= 1e-15 * 0x1p-541);
+  }
+}

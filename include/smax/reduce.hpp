@@ -127,7 +127,9 @@ SMAX_INLINE bool stream_output(const T* y, std::size_t n, std::size_t& head, boo
   const auto addr = reinterpret_cast<std::uintptr_t>(y);
   if (!has_stream_v<A> || (!any_size && n * sizeof(T) < stream_min_bytes) || addr % sizeof(T) != 0) return false;
   head = ((align - addr % align) % align) / sizeof(T);
-  return true;
+  // A short output (map_streamed's blocks, any size) may end before the
+  // first aligned element: nothing to stream then.
+  return head < n;
 }
 
 template <class A, class T>
