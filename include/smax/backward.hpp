@@ -7,6 +7,8 @@
 // error does not grow with n.
 #pragma once
 
+#include <limits>
+
 #include "exp.hpp"
 #include "reduce.hpp"
 
@@ -61,6 +63,18 @@ void map2(const T* a, const T* b, T* out, std::size_t n, F&& f) noexcept {
     store_partial<A>(out + i, n - i, f(load_partial<A>(a + i, n - i, T(0)), load_partial<A>(b + i, n - i, T(0))));
 }
 
+// A weighted mean of T values (weights >= 0 summing to about 1), computed
+// in double, rounded to T: it lies between the smallest and the largest of
+// the values, but its rounding (and the double's rounding to T) can carry
+// it one ulp past the largest finite T, to an infinity that then poisons
+// every dx (found by fuzz_variants / fuzz_sparse: dy all -DBL_MAX). Clamped
+// to the finite range; NaN stays NaN.
+template <class T>
+T finite_mean(double v) noexcept {
+  const double big = static_cast<double>(std::numeric_limits<T>::max());
+  return static_cast<T>(v > big ? big : v < -big ? -big : v);
+}
+
 // dx_i = y_i * (dy_i - sum_j y_j dy_j), evaluated as y_i dy_i - y_i dot:
 // both products are bounded by the scale |y_i| (|dy_i| + sum_j |y_j dy_j|)
 // of the result, so nothing overflows unless that scale does (dy_i - dot
@@ -69,7 +83,7 @@ template <class A, class T>
 void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  const B dot(static_cast<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; })));
+  const B dot(finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; })));
   map2<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fms(a, b, a * dot); });
 }
 

@@ -272,7 +272,7 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
     // e = e^(x - M) / D. For x > 0, e (dy - dot), or e dy - e dot where
     // dy - dot overflows and the result need not (found by fuzz_variants:
     // dy = -DBL_MAX, dot = 0.6 DBL_MAX, e = 1/15).
-    const B gd(static_cast<T>(dot));
+    const B gd(finite_mean<T>(dot));
     const B ed = e * gd, h = g - gd;
     const B pos = xsimd::select(xsimd::abs(h) < B(std::numeric_limits<T>::infinity()), e * h, xsimd::fms(e, g, ed));
     return xsimd::select(v > zero, pos, xsimd::select(v < zero, ed, zero));

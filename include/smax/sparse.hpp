@@ -590,14 +590,17 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
   const bool p1 = p == 1.0, p2 = p == 2.0;
   double lo = -p, hi = 0.0;
   double F = 0, Fp = 0, c_at = 0, c_hi = 0;
+  double above = inf, below = inf;  // distance from t to the nearest entry above it, at or below it
   // F and -F' = sum phi/u at t; counts of entries > t and > hi; drops d <= lo.
   const auto evaluate = [&](double t) {
-    B f(0.0), fp(0.0), ca(0.0), ch(0.0);
+    B f(0.0), fp(0.0), ca(0.0), ch(0.0), gap_in(inf), gap_out(inf);
     compensated<A, double> fc, fpc;
     const B tv(t), hv(hi), a(am1);
     k = filter_pass<A>(b, k, m, lo, inf, [&](B v, auto keep) {
       const auto pos = keep & (v > tv);
       const B u = xsimd::select(pos, a * (v - tv), B(1.0));  // ln's argument stays positive
+      gap_in = xsimd::min(gap_in, xsimd::select(pos, v - tv, B(inf)));
+      gap_out = xsimd::min(gap_out, xsimd::select(keep & !pos, tv - v, B(inf)));
       B phi, dphi;  // u^p and u^(p-1) (= -d phi / dt)
       if (p1) {
         phi = u;
@@ -622,6 +625,8 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
     Fp = hsum<A>(fpc.value());
     c_at = hsum<A>(ca);
     c_hi = hsum<A>(ch);
+    above = -hmax<A>(-gap_in);
+    below = -hmax<A>(-gap_out);
   };
 
   // For p > 1, cheap passes first (no powers): for any set C of entries,
@@ -701,11 +706,16 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
   // The residual at the returned t (one more pass over the few candidates
   // left) gives the part of the root below t's ulp; a correction that is
   // not small (no convergence, F' = 0 or not finite) is not used.
+  // It is used only if t + c crosses no entry (the support, and so the
+  // smoothness of F between t and t + c, unchanged): F' is unbounded where
+  // an entry joins the support, and a step across that kink would move
+  // tied entries out of it (found in review: alpha = 6, 20 ties).
   *t_lo = 0.0;
   evaluate(result);
   if (Fp > 0) {
     const double c = (F - 1.0) / Fp;
-    if (std::fabs(c) <= 0x1p-40 * std::max(std::fabs(result), 0x1p-60 * p)) *t_lo = c;
+    const bool inside = c > 0 ? c < above : -c < below;
+    if (inside && std::fabs(c) <= 0x1p-40 * std::max(std::fabs(result), 0x1p-60 * p)) *t_lo = c;
   }
   if (count) {
     count->bisection = nb;
@@ -898,7 +908,7 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept 
                 s += xsimd::select(pos, d * sc, zero);
               },
               count, sum);
-  const B mean(count > 0 ? static_cast<T>(sum / count / scale) : T(0));
+  const B mean(count > 0 ? finite_mean<T>(sum / count / scale) : T(0));
   map2<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
 }
 
@@ -939,14 +949,15 @@ void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noe
                 s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
               },
               sg, sgd);
-  const B q(sg > 0 ? static_cast<T>(sgd / sg / scale) : T(0));
+  const B q(sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0));
   // g (dy - q), exact 0 where dy = q; where dy - q overflows (|dy| near
   // the largest T: found by fuzz_sparse, dy = -FLT_MAX, q = 0.05 FLT_MAX,
   // g = 0.11) g dy - g q instead, both products bounded by the scale
   // g (|dy| + |q|) of the result.
   map2<A>(y, dy, dx, n, [&](B yv, B d) {
     const B gv = g(yv), h = d - q;
-    const B r = xsimd::select(xsimd::abs(h) < inf, gv * h, xsimd::fms(gv, d, gv * q));
+    // (an infinite dy keeps g (dy - q): g q would be inf 0 for y = +inf)
+    const B r = xsimd::select((xsimd::abs(h) < inf) | !(xsimd::abs(d) < inf), gv * h, xsimd::fms(gv, d, gv * q));
     return xsimd::select(yv > zero, r, zero);
   });
 }
