@@ -8,9 +8,14 @@
 # repeatable: a finding in CI is a real input, found again by the same
 # command, not noise. Set SMAX_FUZZ_SEED=0 for a fresh seed each time.
 # SMAX_FUZZ_RUNS=N also stops each target after N executions (whichever of
-# the time and the count comes first): with the seed fixed, the inputs tried
-# are then the same on a fast machine as on a slow one (a prefix of them when
-# the time runs out first), so CI cannot meet an input never tried here.
+# the time and the count comes first), from the seed corpus alone: the run
+# then does not depend on the machine's speed. It is repeatable on one
+# machine; another CPU (other ISAs, which the targets pick from the input
+# bytes) or another file system (libFuzzer orders seed files of equal size
+# by directory listing) may explore other inputs.
+#
+# Before fuzzing, every open finding (fuzz/findings/<target>-*) is replayed:
+# the stage fails while one still fails.
 #
 # A finding stops the run with a non-zero exit and leaves the crashing input
 # in build-fuzz/artifacts/; turn it into a Catch2 regression test.
@@ -37,6 +42,14 @@ for t in "${targets[@]}"; do
   mkdir -p "$work"
   seeds="fuzz/corpus/$t"
   [ -d "$seeds" ] || seeds=""
+  for f in fuzz/findings/"$t"-*; do
+    [ -e "$f" ] || continue
+    if ! "$build/fuzz/$t" "$f" >"$build/$t.replay.log" 2>&1; then
+      echo "   OPEN FINDING $f still fails (log: $build/$t.replay.log):"
+      tail -n 20 "$build/$t.replay.log"
+      status=1
+    fi
+  done
   runs_opt=()
   if [ -n "${SMAX_FUZZ_RUNS:-}" ]; then
     # Repeatable: the seed corpus alone, not what earlier runs added.

@@ -26,7 +26,8 @@
 #            seed corpus (which replays the inputs of past findings first),
 #            fixed seed, SMAX_FUZZ_RUNS executions each (default 40000,
 #            ~10-15 s here) or SMAX_FUZZ_SECONDS (default 60), whichever
-#            comes first: the same inputs on any machine
+#            comes first (independent of the machine's speed); open findings
+#            in fuzz/findings/ are replayed and fail the stage
 #
 # It prints a per-stage summary and, as its last line, "N passed, N failed";
 # it exits non-zero if any stage fails to build or any test fails. Full logs:
