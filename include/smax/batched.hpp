@@ -16,9 +16,10 @@
 // its sum of e^x against a per-block power of two, pass 2 reads it and writes
 // (streaming stores once the row's output outgrows the cache): two DRAM reads
 // and one write per element, as softmax_two_pass, on any number of cores.
-// Blocks outside the two-pass range (NaN, inf, extreme magnitudes) and
-// log_softmax take max, then sum of e^(x - max) per block (the second read
-// hits L2).
+// If any block is outside the two-pass range (NaN, inf, extreme magnitudes,
+// an all -inf block), the whole row, and log_softmax always, takes max, then
+// sum of e^(x - max) per block (the second read hits L2) after that first
+// read.
 #pragma once
 
 #include <algorithm>
