@@ -468,3 +468,32 @@ TEST_CASE("review: stablemax_backward does not underflow for tiny sums (double f
     CHECK(std::fabs(dx[1] + 0x1p-541) <= 1e-15 * 0x1p-541);
   }
 }
+
+TEST_CASE("fuzz: softpick_backward in float keeps e dot where e alone underflows", "[regression]") {
+  // Found by fuzz_variants (seed 5): x - M = -93.7, so e^(x - M) / D
+  // underflows float while e * dot (dot ~ 1e35, from dy = +-FLT_MAX) is
+  // -4.3e-4: dx was 0.
+  const float big = std::numeric_limits<float>::max();
+  const std::vector<float> x = {-0x1p-149f, 0x1.0624dep-10f, -0x1.02dp+3f, -0x1.585p+3f, 0x1.d9d8p+4f, 0x1.d9d8p+4f,
+                                0x1.db18p+4f, -0x1.28p+4f, 0x1.effp+3f, -0x1p+6f, -0x1p-10f, -0x1.42p-3f,
+                                -0x1.3ff3b6p-3f, -0x1p-10f, -0x1p-10f, -0x1p-10f, -0x1p-10f};
+  const std::vector<float> dy = {-0x1p-10f, 0x1.d9d8p+4f, 0x1.da3cp+4f, 0x1.db9cp+4f, -big, -0x1.ab505cp+103f,
+                                 -0x1.ap-4f, 0x1.f368p+3f, -0.0f, 0x1.dc5p+3f, -0x1.0fap+1f, -0x1.228p+0f,
+                                 0x1.fbp+4f, big, 0x1.4a9p+4f, -0x1.0cp+2f, -0x1.4b4p+4f};
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    std::vector<float> y(x.size()), dx(x.size());
+    smax::dynamic::softpick(x.data(), y.data(), x.size(), 0.0f);
+    smax::dynamic::softpick_backward(x.data(), y.data(), dy.data(), dx.data(), x.size(), 0.0f);
+    // dx_9 = e_9 (0 - sign(x_9) dot) = e_9 dot, e_9 = e^(x_9 - M) / D.
+    long double M = 0, D = 0, dot = 0;
+    for (float v : x) M = std::max<long double>(M, v);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      D += std::fabs(std::exp(static_cast<long double>(x[i]) - M) - std::exp(-M));
+      dot += static_cast<long double>(dy[i]) * y[i];
+    }
+    const long double ref = std::exp(static_cast<long double>(x[9]) - M) / D * dot;
+    INFO("isa " << isa << " dx9 " << dx[9] << " ref " << static_cast<double>(ref));
+    CHECK(std::fabs(dx[9] - ref) <= 1e-5L * std::fabs(ref));
+  }
+}

@@ -301,11 +301,21 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
     // e^(x - M) / D = e^x 2^-Emax / den = p 2^(K - Emax) * inv.
     const B invb(static_cast<T>(inv)), eb(emax);
     const B floor(-single_pass_limits<T>::limit);
+    // Where 2^(K - Emax) is near or below the bottom of the normal range, e
+    // alone would underflow although e dot may not (dy near the largest T:
+    // found by fuzz_variants, float, x - M = -94, dot ~ 1e35): those lanes
+    // form e 2^sh with K - Emax + sh = deep (normal, and small enough that
+    // the products cannot overflow), combine, then scale by 2^-sh. The
+    // other lanes are unchanged.
+    const B deep(T(std::numeric_limits<T>::min_exponent + 24));
     map2<A>(x, dy, dx, n, [&](B v, B g) {
       B p, K;
       extexp<A, T>(xsimd::max(floor, v), p, K);
-      const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, ldexp_small<A, T>(p, K - eb) * invb);
-      return combine(v, g, e);
+      const auto low = (K - eb) < deep;
+      const B sh = xsimd::select(low, deep - (K - eb), zero);
+      const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, ldexp_small<A, T>(p, K - eb + sh) * invb);
+      const B r = combine(v, g, e);
+      return xsimd::any(low) ? xsimd::select(low, ldexp_small<A, T>(r, -sh), r) : r;
     });
     if (k < n) {
       const double term = static_cast<double>(eps) * softpick_eM_scaled(emax, m) * inv * dot;
