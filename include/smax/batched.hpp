@@ -165,7 +165,7 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
   ex.run(nb, [&](std::size_t b) {
     const std::size_t o = b * block_elems;
     if (stream) {
-      map_streamed<A>(x + o, y + o, len(b), [&](B v) { return e(v); });
+      map_streamed<A, staged>(x + o, y + o, len(b), [&](B v) { return e(v); });
       stream_fence<A>();
     } else {
       map<A>(x + o, y + o, len(b), [&](B v) { return e(v); });

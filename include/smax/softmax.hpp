@@ -97,7 +97,7 @@ SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, bool reloa
       const B inv(static_cast<T>(1.0 / s));
       map<A>(y, y, n, [&](B e) { return e * inv; });
     } else {
-      map<A>(x, y, n, normalized(static_cast<T>(1.0 / s)));
+      map<A, staged>(x, y, n, normalized(static_cast<T>(1.0 / s)));
     }
   };
   if (use_split(m)) {
@@ -224,7 +224,7 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
   const E rex = make_exp(B(R));
   const double s = total.dot(rex(ref));
   if (!L::accepts(vm, s) || !(R == R)) return softmax_three_pass<A>(x, y, n, false);
-  map<A>(x, y, n, scaled_shifted_exp<A, T, true>(rex, static_cast<T>(1.0 / s)));
+  map<A, staged>(x, y, n, scaled_shifted_exp<A, T, true>(rex, static_cast<T>(1.0 / s)));
 }
 
 // Two-pass softmax (Dukhan & Ablavatski 2020): pass 1 sums e^x kept as
@@ -363,7 +363,7 @@ void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
   T Emax;
   if (!two_pass_sum<A>(x, n, s, Emax)) return softmax_three_pass<A>(x, y, n, false);
   // y = e^x 2^-Emax / s (every K here is at most Emax + 16).
-  map<A>(x, y, n, exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
+  map<A, staged>(x, y, n, exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
 }
 
 // `automatic`: three-pass reload while the input fits in cache (one exp per

@@ -216,7 +216,7 @@ void softpick_huge(const T* x, T* y, std::size_t n, T eps, T m) noexcept {
   with_shifted_exp<A>(m, [&](auto ex) {
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
     const B inv(static_cast<T>(1.0 / (s + static_cast<double>(eps))));
-    map<A>(x, y, n, [ex, inv](B v) { return ex(v) * inv; });
+    map<A, staged>(x, y, n, [ex, inv](B v) { return ex(v) * inv; });
   });
 }
 
@@ -239,7 +239,7 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
   const B inv(static_cast<T>(1.0 / den)), eb(emax), zero(T(0));
   const B two_e = pow2_flush<A, T>(-eb);
   const B floor(-single_pass_limits<T>::limit);
-  map<A>(x, y, n, [=](B v) {
+  map<A, staged>(x, y, n, [=](B v) {
     B em1, K;
     exp_parts<A, T>(xsimd::max(floor, v), em1, K);
     return xsimd::select(v > zero, softpick_scaled<A, T>(em1, K, eb, two_e) * inv, zero);

@@ -287,7 +287,7 @@ struct scaled_writer {
 template <class A, class T>
 void scaled_two_pass_write(const T* x, T* y, std::size_t n, const scaled_extexp<A, T>& ex, double sum,
                            T emax) noexcept {
-  map<A>(x, y, n, scaled_writer<A, T>(ex, sum, emax));
+  map<A, staged>(x, y, n, scaled_writer<A, T>(ex, sum, emax));
 }
 
 // Smallest element (NaN if the lanes saw one; +inf for n = 0).
@@ -348,7 +348,7 @@ void scaled_softmax_three_pass(const T* x, T* y, std::size_t n, T c) noexcept {
   const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, f);
   if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
   const B inv(static_cast<T>(1.0 / s));
-  map<A>(x, y, n, [f, inv](B v) { return f(v) * inv; });
+  map<A, staged>(x, y, n, [f, inv](B v) { return f(v) * inv; });
 }
 
 // softmax(c x) for any finite c.
