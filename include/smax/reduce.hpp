@@ -54,8 +54,8 @@ struct loop_shape {
 // hides the read-for-ownership) and streaming wins where the core cannot.
 constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
 
-// map's `Staged` form, for a kernel whose per-element work is heavy (an exp,
-// a log, a pow): on AVX-512 a streamed output is then produced in chunks of
+// map's `Staged` form, for a kernel whose per-element work is one exp: on
+// AVX-512 a streamed output is then produced in chunks of
 // this many bytes, the kernel's values for one chunk going to a buffer in L1
 // and then out with back-to-back streaming stores. Measured on Zen 5 (64M
 // floats, paired in one binary, 11 runs): the write pass of the two-pass
@@ -64,9 +64,13 @@ constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
 // (the computation did not overlap the memory traffic); staged in 1 KiB
 // chunks, 0.27-0.28 (256 B and 2 KiB: 0.29-0.30, 4 KiB: 0.32; software
 // prefetch of x on top: no change). The whole two-pass softmax went from
-// 0.48-0.50 to 0.41-0.42 ns per element. Not used for light kernels (the
-// copy itself went from 0.20 to 0.22, reload's scaling pass lost 10%), nor
-// on AVX2 and SSE2, where it measured no gain (and up to 10% loss).
+// 0.48-0.50 to 0.41-0.42 ns per element. It pays where the computation
+// and the memory traffic take about as long; not used where either
+// dominates: light kernels (the copy itself went from 0.20 to 0.22, reload's
+// scaling pass lost 10%), kernels bound by their own arithmetic (softpick's
+// write pass, log_stablemax's log, entmax's pow: even or 1-3% slower), and
+// AVX2 and SSE2, whose exp is twice (four times) as costly per element
+// (no gain, up to 10% loss).
 constexpr std::size_t stream_chunk_bytes = 1024;
 constexpr bool staged = true;
 

@@ -239,7 +239,7 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
   const B inv(static_cast<T>(1.0 / den)), eb(emax), zero(T(0));
   const B two_e = pow2_flush<A, T>(-eb);
   const B floor(-single_pass_limits<T>::limit);
-  map<A, staged>(x, y, n, [=](B v) {
+  map<A>(x, y, n, [=](B v) {
     B em1, K;
     exp_parts<A, T>(xsimd::max(floor, v), em1, K);
     return xsimd::select(v > zero, softpick_scaled<A, T>(em1, K, eb, two_e) * inv, zero);

@@ -848,7 +848,7 @@ void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_
       return u * u;
     });
   } else {
-    map<A, staged>(x, y, n, entmax_power<A, T>{am1, p, hi, lo, lo_d});
+    map<A>(x, y, n, entmax_power<A, T>{am1, p, hi, lo, lo_d});
   }
 }
 

@@ -166,7 +166,7 @@ void log_stablemax_dominated(const T* x, T* y, std::size_t n) noexcept {
   alignas(64) T lm[B::size];
   log_stable_s<A, T>(mv).store_aligned(lm);
   const B lmv(lm[0]);
-  map<A, staged>(x, y, n, [lmv, l1p](B v) { return (log_stable_s<A, T>(v) - lmv) - l1p; });
+  map<A>(x, y, n, [lmv, l1p](B v) { return (log_stable_s<A, T>(v) - lmv) - l1p; });
 }
 
 template <class A, class T>
@@ -198,7 +198,7 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
     lse = (md >= 0 ? std::log1p(md) : -std::log1p(-md)) + std::log(rs);
   }
   const B l(static_cast<T>(lse));
-  map<A, staged>(x, y, n, [l](B v) { return log_stable_s<A, T>(v) - l; });
+  map<A>(x, y, n, [l](B v) { return log_stable_s<A, T>(v) - l; });
 }
 
 // stablemax_backward: with y = s(x) / S, the vector-Jacobian product is
