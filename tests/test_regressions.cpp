@@ -422,20 +422,44 @@ TEST_CASE("review: the threshold's correction never moves it across an entry", "
   // correction taken there lifted the threshold onto 20 tied entries
   // (alpha = 6, x = [5, 20 x 4.81]): they got 0 and the sum was 0.99. The
   // true threshold lies within an ulp of the ties there (their outputs,
-  // 5.1e-4, come from x - tau ~ 7e-18): the correction is now refused, the
-  // ties keep the double threshold's outputs (6.7e-4, sum 1.003: the known
-  // limit stated in smax.hpp), and never lose their support.
+  // 5.1e-4, come from x - tau ~ 7e-18). The correction is refused, and the
+  // part of the threshold below its ulp is found by bisection instead (it
+  // had been left at 0: outputs 6.7e-4, sum 1.003). Against a long-double
+  // solve of the same equation.
   std::vector<double> x(21, 4.81);
   x[0] = 5.0;
+  // The reference: tau in long double by bisection on sum (am1 (x - tau))_+^p = 1,
+  // with tau's offset from 4.81 carried apart (x - tau is ~7e-18).
+  const long double am1 = 5.0L, p = 1.0L / am1;
+  const long double big = static_cast<long double>(x[0]) - static_cast<long double>(x[1]);  // exact
+  const auto F = [&](long double delta) {  // tau = x[1] - delta
+    return std::pow(am1 * (big + delta), p) + 20 * (delta > 0 ? std::pow(am1 * delta, p) : 0.0L) - 1;
+  };
+  long double lo = 0, hi = 1e-10L;  // F(0) < 0 < F(1e-10)
+  for (int i = 0; i < 200; ++i) {
+    const long double mid = 0.5L * (lo + hi);
+    (F(mid) < 0 ? lo : hi) = mid;
+  }
+  const long double delta = 0.5L * (lo + hi);
+  const long double y0 = std::pow(am1 * (big + delta), p), y1 = std::pow(am1 * delta, p);
   std::vector<double> y(x.size());
   for (const auto& isa : smax_test::isas()) {
     smax_test::use_isa guard(isa);
     smax::dynamic::entmax_bisect(x.data(), y.data(), x.size(), 6.0);
     long double sum = 0;
     for (double v : y) sum += v;
-    INFO("isa " << isa << " y[1] " << y[1] << " sum - 1 " << static_cast<double>(sum - 1));
-    for (std::size_t i = 1; i < x.size(); ++i) CHECK(y[i] > 0);
-    CHECK(std::fabs(sum - 1) <= 5e-3L);
+    INFO("isa " << isa << " y[1] " << y[1] << " reference " << static_cast<double>(y1) << " sum - 1 "
+                << static_cast<double>(sum - 1));
+    CHECK(std::fabs(y[0] - y0) <= 1e-12L * y0);
+    for (std::size_t i = 1; i < x.size(); ++i) CHECK(std::fabs(y[i] - y1) <= 1e-12L * y1);  // measured 6e-15
+    CHECK(std::fabs(sum - 1) <= 1e-12L);
+    // 200 ties: the sum was 1.12 with the sub-ulp part left at 0.
+    std::vector<double> x2(201, 4.81), y2(201);
+    x2[0] = 5.0;
+    smax::dynamic::entmax_bisect(x2.data(), y2.data(), x2.size(), 6.0);
+    long double sum2 = 0;
+    for (double v : y2) sum2 += v;
+    CHECK(std::fabs(sum2 - 1) <= 1e-12L);  // measured 4.6e-14
   }
 }
 

@@ -591,14 +591,16 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
   double lo = -p, hi = 0.0;
   double F = 0, Fp = 0, c_at = 0, c_hi = 0;
   double above = inf, below = inf;  // distance from t to the nearest entry above it, at or below it
-  // F and -F' = sum phi/u at t; counts of entries > t and > hi; drops d <= lo.
-  const auto evaluate = [&](double t) {
+  // F and -F' = sum phi/u at t (+ tl, a part below t's ulp: the argument is
+  // (d - t) - tl, and d - t is exact near t); counts of entries > t and > hi;
+  // drops d <= lo.
+  const auto evaluate = [&](double t, double tl = 0.0) {
     B f(0.0), fp(0.0), ca(0.0), ch(0.0), gap_in(inf), gap_out(inf);
     compensated<A, double> fc, fpc;
-    const B tv(t), hv(hi), a(am1);
+    const B tv(t), hv(hi), a(am1), tlv(tl);
     k = filter_pass<A>(b, k, m, lo, inf, [&](B v, auto keep) {
-      const auto pos = keep & (v > tv);
-      const B u = xsimd::select(pos, a * (v - tv), B(1.0));  // ln's argument stays positive
+      const auto pos = keep & ((v - tv) - tlv > B(0.0));
+      const B u = xsimd::select(pos, a * ((v - tv) - tlv), B(1.0));  // ln's argument stays positive
       gap_in = xsimd::min(gap_in, xsimd::select(pos, v - tv, B(inf)));
       gap_out = xsimd::min(gap_out, xsimd::select(keep & !pos, tv - v, B(inf)));
       B phi, dphi;  // u^p and u^(p-1) (= -d phi / dt)
@@ -712,10 +714,40 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
   // tied entries out of it (found in review: alpha = 6, 20 ties).
   *t_lo = 0.0;
   evaluate(result);
+  bool done = !(F != 1.0);
   if (Fp > 0) {
     const double c = (F - 1.0) / Fp;
     const bool inside = c > 0 ? c < above : -c < below;
-    if (inside && std::fabs(c) <= 0x1p-40 * std::max(std::fabs(result), 0x1p-60 * p)) *t_lo = c;
+    if (inside && std::fabs(c) <= 0x1p-40 * std::max(std::fabs(result), 0x1p-60 * p)) {
+      *t_lo = c;
+      done = true;
+    }
+  }
+  if (!done) {
+    // The correction would cross an entry (or F' is 0 or not finite there):
+    // the root lies within an ulp of entries that join the support at it.
+    // F(t + tl) is monotone in tl, and with tl kept apart from t every
+    // (d - t) - tl is formed to full precision: bisect tl in [-2, 2] ulp of t.
+    const double at = std::fabs(result);
+    const double ulp = std::max(std::nextafter(at, inf) - at, std::numeric_limits<double>::denorm_min());
+    double a = -2 * ulp, z = 2 * ulp;
+    evaluate(result, a);
+    const bool low_ok = F >= 1.0;
+    evaluate(result, z);
+    if (low_ok && F < 1.0) {
+      // Down to 2^-60 ulp of t (t + tl to ~2^-112 relative, beyond any
+      // use): at most 63 halvings, each a pass over the candidates left.
+      while (z - a > 0x1p-60 * ulp) {
+        const double mid = 0.5 * (a + z);
+        if (!(mid > a && mid < z)) break;
+        evaluate(result, mid);
+        if (F >= 1.0)
+          a = mid;
+        else
+          z = mid;
+      }
+      *t_lo = 0.5 * (a + z);
+    }
   }
   if (count) {
     count->bisection = nb;
