@@ -463,6 +463,49 @@ TEST_CASE("review: the threshold's correction never moves it across an entry", "
   }
 }
 
+TEST_CASE("fuzz: entmax_bisect's sub-ulp threshold part settles beyond one Newton step", "[regression]") {
+  // Found by fuzz_sparse (alpha = 4, double): 28 logits tied 2.6e-13 above
+  // the threshold. One Newton step for the part of the threshold below its
+  // ulp moves u = x - t of the ties by 3.7e-5 relative, so its second-order
+  // error (1.2e-22) put the ties 1.6e-10 off and the sum 4e-13 off (the fuzz
+  // bound: 1.1e-13 at n = 50). Measured after the fix: sum within 2e-16.
+  const double t = 0x1.919p+3, inf = std::numeric_limits<double>::infinity();
+  std::vector<double> x(50, -inf);
+  for (std::size_t i = 0; i < 30; ++i) x[i] = t;
+  x[16] = 0x1.719p+3;
+  x[19] = 0x1.91bp+3;
+  x[30] = 0x1.967p+3;
+  x[35] = x[36] = x[45] = 0x1.6968p+3;
+  x[37] = x[46] = 0x1.6f1p+3;
+  x[41] = -0x1.a878p+4;
+  // Reference: tau = t - delta with delta solved in long double apart from t
+  // (sum over the ties, x[19] and x[30] of (3 (x - tau))^(1/3) = 1).
+  const auto F = [&](long double delta) {
+    long double s = 0;
+    for (double v : x)
+      if (v >= t) s += std::pow(3 * ((static_cast<long double>(v) - t) + delta), 1.0L / 3);
+    return s - 1;
+  };
+  long double lo = 0, hi = 1e-9L;  // F(0) < 0 < F(1e-9)
+  REQUIRE(F(lo) < 0);
+  REQUIRE(F(hi) > 0);
+  for (int i = 0; i < 200; ++i) {
+    const long double mid = 0.5L * (lo + hi);
+    (F(mid) < 0 ? lo : hi) = mid;
+  }
+  const long double y_tie = std::pow(3 * (0.5L * (lo + hi)), 1.0L / 3);
+  std::vector<double> y(x.size());
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    smax::dynamic::entmax_bisect(x.data(), y.data(), x.size(), 4.0, 100);
+    long double sum = 0;
+    for (double v : y) sum += v;
+    INFO("isa " << isa << " y[0] " << y[0] << " sum - 1 " << static_cast<double>(sum - 1));
+    CHECK(std::fabs(sum - 1) <= 1e-14L);
+    CHECK(std::fabs(y[0] - y_tie) <= 1e-12L * y_tie);
+  }
+}
+
 TEST_CASE("review: entmax_backward keeps inf dy where y is +inf", "[regression]") {
   for (const auto& isa : smax_test::isas()) {
     smax_test::use_isa guard(isa);
