@@ -53,12 +53,8 @@ namespace smax {
 // 4 MiB of input (AVX-512) / 8 MiB (AVX2), two-pass from there; always
 // three-pass reload on SSE2 and NEON, where the exp, not memory, is the limit
 // (measured: softmax.hpp, automatic_two_pass_bytes).
-// The output's bits do not depend on where y lies, with one exception:
-// three-pass reload writing at least 16 MiB (streamed, on x86) sums the
-// values as it stores them from y's first vector-aligned element, so the
-// last bits of its sum, and of every output, follow y's alignment modulo the
-// vector size (within the accuracy above; in place equals out of place at
-// the same alignment). tests/test_streamed.cpp checks both.
+// The output's bits do not depend on where y lies, streamed (16 MiB and
+// more, on x86) or not: tests/test_streamed.cpp.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void softmax(A, const T* x, T* y, std::size_t n, algorithm a = algorithm::automatic) {
   detail::softmax<A>(x, y, n, a);
