@@ -383,7 +383,7 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& t
   using writer_type = std::conditional_t<S == sink::stream_writer, stream_writer<A, T>, none>;
   writer_type writer(y, head);
   writer_type* const out = &writer;
-  const auto put = [y, out](std::size_t i, B e) {
+  const auto put = [&](std::size_t i, B e) {
     if constexpr (S == sink::stream_writer)
       out->put(e);
     else if constexpr (S == sink::stream_aligned)
