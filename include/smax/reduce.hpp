@@ -330,11 +330,10 @@ struct stream_writer {
     cnt += W;
     if (cnt >= C) flush();
   }
-  // The first r (< W) lanes of e.
+  // The first r (< W) lanes of e (the stage has room for a whole vector:
+  // cnt < C here).
   SMAX_INLINE void put_partial(B e, std::size_t r) noexcept {
-    alignas(64) T buf[W];
-    e.store_aligned(buf);
-    for (std::size_t k = 0; k < r; ++k) stage[cnt + k] = buf[k];
+    e.store_unaligned(stage + cnt);
     cnt += r;
   }
   // Every whole aligned vector staged goes out; what is left (less than a
@@ -364,7 +363,7 @@ enum class sink { ordinary, stream_aligned, stream_writer };
 
 // The body of sum_map on x[0..n-1]: the values go to y with ordinary
 // stores, with streaming stores (y vector-aligned), or through a
-// stream_writer `out` (in order). Adds into total.
+// stream_writer (in order). Adds into total.
 template <class A, sink S, class T, class F>
 SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& total, std::size_t head) noexcept {
   using B = xsimd::batch<T, A>;
@@ -382,10 +381,9 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& t
   };
   using writer_type = std::conditional_t<S == sink::stream_writer, stream_writer<A, T>, none>;
   writer_type writer(y, head);
-  writer_type* const out = &writer;
   const auto put = [&](std::size_t i, B e) {
     if constexpr (S == sink::stream_writer)
-      out->put(e);
+      writer.put(e);
     else if constexpr (S == sink::stream_aligned)
       store_stream<A>(y + i, e);
     else
@@ -426,7 +424,7 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& t
     const std::size_t r = n - i;
     const B e = f(load_partial<A>(x + i, r, T(0)));
     if constexpr (S == sink::stream_writer)
-      out->put_partial(e, r);
+      writer.put_partial(e, r);
     else if (y)
       store_partial<A>(y + i, r, e);
     rest += xsimd::select(lane_index<A, T>() < B(static_cast<T>(r)), e, B(T(0)));

@@ -714,7 +714,7 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
   // tied entries out of it (found in review: alpha = 6, 20 ties).
   *t_lo = 0.0;
   evaluate(result);
-  bool done = !(F != 1.0);
+  bool done = F == 1.0;
   if (Fp > 0) {
     double c = (F - 1.0) / Fp;
     const double gap_above = above, gap_below = below;
