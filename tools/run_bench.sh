@@ -20,6 +20,10 @@
 #   report.md        machine, targets, summary and full tables
 #   plot_*.png, overview.png   throughput vs size per ISA (tools/report.py)
 #   console.txt      the run's console output
+#   passes.md        smax_pass_profile's output (x86-64; default and --full
+#                    runs, not --filter ones): each pass of the two-pass
+#                    softmax timed alone beside the memory-only kernels,
+#                    also appended to report.md
 #
 # Contenders run in random interleaved order (--benchmark_enable_random_
 # interleaving) so that a slow phase of a noisy machine does not fall on one
@@ -87,15 +91,20 @@ case "$out" in /*) ;; *) out="$(pwd)/$out" ;; esac
 say "building smax_bench in $build"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSMAX_BUILD_TESTS=OFF -DSMAX_BUILD_EXAMPLES=OFF \
   -DSMAX_BUILD_BENCH=ON -DSMAX_INSTALL=OFF >/dev/null
-cmake --build "$build" --target smax_bench -j "$jobs"
+targets=(smax_bench)
+case "$(uname -m)" in x86_64|amd64) targets+=(smax_pass_profile) ;; esac
+cmake --build "$build" --target "${targets[@]}" -j "$jobs"
 bench="$build/bench/smax_bench"
+profile="$build/bench/smax_pass_profile"
 
 # 3. What to run. The best ISA this CPU has picks the ISA of the other
 # families' default entries.
 best_isa=$("$bench" --smax_isas | cut -d, -f1)
 [ -n "$best_isa" ] || best_isa=sse2
 sizes='(4096|65536|1048576|16777216|67108864)'
+run_profile=0
 if [ -z "$filter" ]; then
+  run_profile=1
   if [ "$full" = 1 ]; then
     filter='.'
   else
@@ -135,7 +144,13 @@ export OMP_NUM_THREADS=1
     /_(mean|median|stddev|cv) / { next }
     { print; fflush() }'
 
-# 5. Report.
+# 5. Where the time goes: the passes one by one (x86-64, not for --filter).
+if [ "$run_profile" = 1 ] && [ -x "$profile" ]; then
+  say "smax_pass_profile (64M floats, the passes one by one)"
+  "$profile" --isa "$([ "$full" = 1 ] && echo all || echo best)" | tee "$out/passes.md"
+fi
+
+# 6. Report.
 say "report"
 # The Debian python3 has python3-matplotlib; a python3 earlier on PATH
 # (pyenv, venv) may not.
@@ -152,6 +167,9 @@ if [ "$plots" = 1 ]; then
   "$py" "$here/tools/report.py" "$out/results.json" "$out"
 else
   "$py" "$here/tools/report.py" "$out/results.json" "$out" --no-plots
+fi
+if [ -s "$out/passes.md" ]; then
+  { echo; cat "$out/passes.md"; } >>"$out/report.md"
 fi
 echo
 echo "run_bench.sh: results in $out (report.md, results.json, *.png)"
