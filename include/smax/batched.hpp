@@ -70,6 +70,27 @@ constexpr std::size_t split_cols = std::size_t(1) << 18;
 constexpr std::size_t block_elems = std::size_t(1) << 16;
 // Rows are handed to the executor in groups of about this many elements.
 constexpr std::size_t task_elems = std::size_t(1) << 16;
+// A long row's blocks go to the executor in runs of consecutive blocks, at
+// most this many per task (fewer when that would leave under four tasks per
+// thread). One 64M-float row on 2 threads (Zen 5, AVX-512), 7 paired runs
+// of 9 calls each: tasks of 16 blocks ran 7-11% faster than tasks of one
+// block (medians 0.226-0.321 against 0.249-0.345 ns per element), 8, 32 and
+// 64 blocks in between; a thread then streams 4 MiB in a row and fences
+// once per task. The bits do not depend on it (blocks are merged in order).
+constexpr std::size_t max_blocks_per_task = 16;
+
+// Calls f(b) for every block b < nb on the executor, consecutive blocks per
+// task (max_blocks_per_task), in increasing b within a task; after_task()
+// ends each task (the streaming-store fence of a write pass).
+template <class F, class G>
+void for_each_block(std::size_t nb, executor& ex, F&& f, G&& after_task) {
+  const std::size_t per = std::max<std::size_t>(1, std::min(max_blocks_per_task, nb / (4 * ex.concurrency())));
+  ex.run((nb + per - 1) / per, [&](std::size_t t) {
+    const std::size_t end = std::min(nb, (t + 1) * per);
+    for (std::size_t b = t * per; b < end; ++b) f(b);
+    after_task();
+  });
+}
 
 template <class T, class U>
 void check_shapes(const char* fn, const matrix_view<T>& x, const matrix_view<U>& y, const char* xn = "x",
@@ -151,7 +172,8 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
   std::vector<T> bexp(nb);
   std::vector<char> ok(nb);
   const auto len = [&](std::size_t b) { return std::min(block_elems, n - b * block_elems); };
-  ex.run(nb, [&](std::size_t b) { ok[b] = two_pass_sum<A>(x + b * block_elems, len(b), bsum[b], bexp[b]); });
+  for_each_block(
+      nb, ex, [&](std::size_t b) { ok[b] = two_pass_sum<A>(x + b * block_elems, len(b), bsum[b], bexp[b]); }, [] {});
   T E = -std::numeric_limits<T>::infinity();
   for (std::size_t b = 0; b < nb; ++b) {
     if (!ok[b]) return false;
@@ -162,15 +184,18 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
   if (!(s > 0 && s < std::numeric_limits<double>::infinity())) return false;
   const auto e = exp_ref<A, T>(-single_pass_limits<T>::limit, E, static_cast<T>(1.0 / s));
   const bool stream = n * sizeof(T) >= stream_min_bytes;
-  ex.run(nb, [&](std::size_t b) {
-    const std::size_t o = b * block_elems;
-    if (stream) {
-      map_streamed<A, staged>(x + o, y + o, len(b), [&](B v) { return e(v); });
-      stream_fence<A>();
-    } else {
-      map<A>(x + o, y + o, len(b), [&](B v) { return e(v); });
-    }
-  });
+  for_each_block(
+      nb, ex,
+      [&](std::size_t b) {
+        const std::size_t o = b * block_elems;
+        if (stream)
+          map_streamed<A, staged>(x + o, y + o, len(b), [&](B v) { return e(v); });
+        else
+          map<A>(x + o, y + o, len(b), [&](B v) { return e(v); });
+      },
+      [&] {
+        if (stream) stream_fence<A>();
+      });
   return true;
 }
 
@@ -183,14 +208,17 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
   std::vector<T> bmax(nb);
   std::vector<double> bsum(nb);
   const auto len = [&](std::size_t b) { return std::min(block_elems, n - b * block_elems); };
-  ex.run(nb, [&](std::size_t b) {
-    const T* xb = x + b * block_elems;
-    const T m = reduce_max<A>(xb, len(b));
-    bmax[b] = m;
-    bsum[b] = 0;
-    if (is_finite(m))
-      with_shifted_exp<A>(m, [&](auto e) { bsum[b] = sum_map<A>(xb, static_cast<T*>(nullptr), len(b), e); });
-  });
+  for_each_block(
+      nb, ex,
+      [&](std::size_t b) {
+        const T* xb = x + b * block_elems;
+        const T m = reduce_max<A>(xb, len(b));
+        bmax[b] = m;
+        bsum[b] = 0;
+        if (is_finite(m))
+          with_shifted_exp<A>(m, [&](auto e) { bsum[b] = sum_map<A>(xb, static_cast<T*>(nullptr), len(b), e); });
+      },
+      [] {});
   // Merge in block order, on this thread.
   T M = -inf;
   bool nonfinite = false;
@@ -206,18 +234,24 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
   using B = xsimd::batch<T, A>;
   if (log) {
     const B mb(M), lse(static_cast<T>(std::max(std::log(s), 0.0)));  // >= 0, as log_softmax
-    ex.run(nb, [&](std::size_t b) {
-      const std::size_t o = b * block_elems;
-      map<A>(x + o, y + o, len(b), [&](B v) { return (v - mb) - lse; });
-    });
+    for_each_block(
+        nb, ex,
+        [&](std::size_t b) {
+          const std::size_t o = b * block_elems;
+          map<A>(x + o, y + o, len(b), [&](B v) { return (v - mb) - lse; });
+        },
+        [] {});
     return;
   }
   const B inv(static_cast<T>(1.0 / s));
   with_shifted_exp<A>(M, [&](auto e) {
-    ex.run(nb, [&](std::size_t b) {
-      const std::size_t o = b * block_elems;
-      map<A>(x + o, y + o, len(b), [&](B v) { return e(v) * inv; });
-    });
+    for_each_block(
+        nb, ex,
+        [&](std::size_t b) {
+          const std::size_t o = b * block_elems;
+          map<A>(x + o, y + o, len(b), [&](B v) { return e(v) * inv; });
+        },
+        [] {});
   });
 }
 
