@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <limits>
 #include <string>
@@ -135,6 +136,19 @@ class stream {
   const std::uint8_t* p_;
   const std::uint8_t* end_;
 };
+
+// A scalar parameter: mostly one of `choices`, sometimes a special value
+// (NaN, +-inf, -1, 0, -0) that may be out of the valid range.
+template <class T>
+T param(stream& in, std::initializer_list<T> choices) {
+  const std::uint8_t k = in.byte();
+  if (k < 16) {
+    const T specials[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                          -std::numeric_limits<T>::infinity(), T(-1), T(0), T(-0.0)};
+    return specials[k % 6];
+  }
+  return *(choices.begin() + (k % choices.size()));
+}
 
 // n elements surrounded by guard elements holding a canary; data() is offset
 // by 0..3 elements from a 64-byte boundary (misaligned for every ISA).

@@ -20,17 +20,7 @@ constexpr ld eps_of() {
   return std::numeric_limits<T>::epsilon();
 }
 
-// A scalar parameter: mostly ordinary, sometimes out of the valid range.
-template <class T>
-T param(smax_fuzz::stream& in, std::initializer_list<T> choices) {
-  const std::uint8_t k = in.byte();
-  if (k < 16) {  // anything, special values included
-    const T specials[] = {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
-                          -std::numeric_limits<T>::infinity(), T(-1), T(0), T(-0.0)};
-    return specials[k % 6];
-  }
-  return *(choices.begin() + (k % choices.size()));
-}
+using smax_fuzz::param;
 
 template <class T>
 ld stable_s(ld v) {
