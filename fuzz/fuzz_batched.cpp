@@ -22,6 +22,13 @@ smax::executor* pick_executor(std::uint8_t b) {
   }
 }
 
+// A batched output element against the vector call's: equal, or both NaN
+// (NaN payloads may differ).
+template <class T>
+bool same_or_both_nan(T a, T b) {
+  return a == b || (a != a && b != b);
+}
+
 template <class T>
 void run(smax_fuzz::stream& in) {
   const bool in_place = in.byte() & 1;
@@ -56,13 +63,8 @@ void run(smax_fuzz::stream& in) {
       smax::dynamic::log_softmax(xr, row.data(), cols);
     else
       smax::dynamic::softmax(xr, row.data(), cols, a);
-    if (cols && std::memcmp(row.data(), got.data() + r * ldy, cols * sizeof(T)) != 0) {
-      // NaN payloads may differ; compare NaN-ness there.
-      for (std::size_t c = 0; c < cols; ++c) {
-        const T g = got[r * ldy + c];
-        if (!(g == row[c] || (g != g && row[c] != row[c]))) smax_fuzz::fail("batched row differs from the vector call");
-      }
-    }
+    for (std::size_t c = 0; c < cols; ++c)
+      if (!same_or_both_nan(got[r * ldy + c], row[c])) smax_fuzz::fail("batched row differs from the vector call");
     // Padding between rows (out of place) keeps its value.
     if (!in_place)
       for (std::size_t c = cols; c < ldy && r * ldy + c < total; ++c)
@@ -94,15 +96,9 @@ struct operand {
   const T* row0(std::size_t r) const { return init.data() + r * stride; }  // the input as it was
 };
 
-template <class T>
-bool same_or_both_nan(T a, T b) {
-  return a == b || (a != a && b != b) || std::memcmp(&a, &b, sizeof(T)) == 0;
-}
-
-// The rest of the family over rows. f: the batched call on views (a, b, c:
-// the inputs, out: the output view); g: the single-vector call on row
-// pointers; inputs: how many operands the function reads (1 to 3), the last
-// of which the output may alias.
+// The rest of the family over rows: the function `fn` reads `inputs`
+// operands (1 to 3, the last of which the output may alias); its batched
+// call on views is checked against its single-vector call (`vec`) per row.
 template <class T>
 void family(smax_fuzz::stream& in) {
   using smax::matrix_view;

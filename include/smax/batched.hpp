@@ -91,6 +91,10 @@ void for_each_block(std::size_t nb, executor& ex, F&& f, G&& after_task) {
     after_task();
   });
 }
+template <class F>
+void for_each_block(std::size_t nb, executor& ex, F&& f) {
+  for_each_block(nb, ex, f, [] {});
+}
 
 template <class T, class U>
 void check_shapes(const char* fn, const matrix_view<T>& x, const matrix_view<U>& y, const char* xn = "x",
@@ -173,7 +177,7 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
   std::vector<char> ok(nb);
   const auto len = [&](std::size_t b) { return std::min(block_elems, n - b * block_elems); };
   for_each_block(
-      nb, ex, [&](std::size_t b) { ok[b] = two_pass_sum<A>(x + b * block_elems, len(b), bsum[b], bexp[b]); }, [] {});
+      nb, ex, [&](std::size_t b) { ok[b] = two_pass_sum<A>(x + b * block_elems, len(b), bsum[b], bexp[b]); });
   T E = -std::numeric_limits<T>::infinity();
   for (std::size_t b = 0; b < nb; ++b) {
     if (!ok[b]) return false;
@@ -217,8 +221,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
         bsum[b] = 0;
         if (is_finite(m))
           with_shifted_exp<A>(m, [&](auto e) { bsum[b] = sum_map<A>(xb, static_cast<T*>(nullptr), len(b), e); });
-      },
-      [] {});
+      });
   // Merge in block order, on this thread.
   T M = -inf;
   bool nonfinite = false;
@@ -239,8 +242,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
         [&](std::size_t b) {
           const std::size_t o = b * block_elems;
           map<A>(x + o, y + o, len(b), [&](B v) { return (v - mb) - lse; });
-        },
-        [] {});
+        });
     return;
   }
   const B inv(static_cast<T>(1.0 / s));
@@ -250,8 +252,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
         [&](std::size_t b) {
           const std::size_t o = b * block_elems;
           map<A>(x + o, y + o, len(b), [&](B v) { return e(v) * inv; });
-        },
-        [] {});
+        });
   });
 }
 
