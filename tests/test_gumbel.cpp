@@ -414,6 +414,17 @@ void special_values() {
       for (std::uint64_t seed = 0; seed < 20; ++seed) CHECK(gsoftmax(x, T(1), seed, true)[0] == T(0));
       for (T v : gsoftmax(std::vector<T>(n, -inf), T(1), 3, false)) CHECK(v == T(0));
       for (T v : gsoftmax(std::vector<T>(n, -inf), T(1), 3, true)) CHECK(v == T(0));
+      // A huge tau (1 / tau below 4096 / max): still 0 for -inf, the rest
+      // all but uniform; in place the same bits.
+      if (n > 1) {
+        const T huge_tau = mx / T(4096) * T(1000);
+        y = gsoftmax(x, huge_tau, 3, false);
+        CHECK(y[0] == T(0));
+        for (std::size_t i = 1; i < n; ++i) CHECK(std::fabs(y[i] * T(n - 1) - T(1)) <= T(1e-5));
+        std::vector<T> in(x);
+        smax::dynamic::gumbel_softmax(in.data(), in.data(), n, huge_tau, 3);
+        CHECK(smax_test::same_bits(in, y));
+      }
       // Huge logits and a tiny tau: no overflow.
       x = smax_test::normal<T>(n, 1.0, n);
       x[0] = mx;

@@ -182,6 +182,20 @@ void properties() {
       std::vector<T> xr(x);
       xr[2] = -mx;  // same limit
       CHECK(variants_test::rel_err(y, ref_scaled(xr, scale_of(T(0.5), T(0.25), n))) <= 2 * bound<T>::rel);
+      // A tiny c > 0, below 4096 / max (c (-max) is then inside the
+      // two-pass range: the kernel must not clamp x there), and one just
+      // above it (it may): -inf entries still get exactly 0, +-max the
+      // right share. s = 0, so c = b.
+      for (T c : {T(4096) / mx * T(1e-3), T(4096) / mx * T(2)}) {
+        INFO("c = " << c);
+        x = smax_test::normal<T>(n, 1.0, n);
+        x[0] = -mx;
+        x[1] = mx;
+        x[2] = -inf;
+        y = ssmax(x, T(0), c);
+        CHECK(y[2] == T(0));
+        CHECK(variants_test::rel_err(y, ref_scaled(x, c)) <= 2 * bound<T>::rel);
+      }
       // c = 0: uniform; an infinite entry gives 0 * inf = NaN.
       x = smax_test::normal<T>(n, 1.0, n);
       for (T v : ssmax(x, T(0), T(0))) CHECK(v == T(1.0 / n));

@@ -331,9 +331,9 @@ void gumbel_hard(const T* x, T* y, std::size_t n, std::uint64_t seed) noexcept {
 }
 
 // y = softmax((logits + g) / tau): pass 1 writes z = logits + g to y and
-// sums e^(z / tau) (scaled_pass1); pass 2 rewrites y in place. Traffic: read
-// logits, write z, read z, write y. The noise index is the element index
-// (offset 0), the same as gumbel_noise(g, n, seed).
+// sums e^(z / tau) (scaled_pass1_positive: 1 / tau > 0); pass 2 rewrites y
+// in place. Traffic: read logits, write z, read z, write y. The noise index
+// is the element index (offset 0), the same as gumbel_noise(g, n, seed).
 template <class A, class T>
 void gumbel_softmax(const T* x, T* y, std::size_t n, T tau, std::uint64_t seed, bool hard) noexcept {
   using B = xsimd::batch<T, A>;
@@ -351,9 +351,18 @@ void gumbel_softmax(const T* x, T* y, std::size_t n, T tau, std::uint64_t seed, 
   const scaled_extexp<A, T> ex(c);
   const philox_key key(seed);
   alignas(64) T noise[BS];
+  if (!ex.clampable) {
+    // tau above max / 4096: z to y, then three passes (this rare case keeps
+    // the noise loop below from being compiled twice, for both pass-1 terms).
+    for (std::size_t i = 0; i < n; i += BS) {
+      GB::run(noise, (i / BS) * GB::groups, key);
+      for (std::size_t k = 0; k < BS && i + k < n; ++k) y[i + k] = x[i + k] + noise[k];
+    }
+    return scaled_softmax_three_pass<A>(y, y, n, c);
+  }
   double sum;
   T emax;
-  const bool exact = scaled_pass1<A, T>(
+  const bool exact = scaled_pass1_positive<A, T>(
       n, ex,
       [&](std::size_t i, B& v0, B& v1, B& v2, B& v3) {
         const std::size_t k = i % BS;  // blocks start at chunk boundaries

@@ -37,10 +37,10 @@ namespace detail {
 // with n. get(i, v0, v1, v2, v3) gives the input of elements [i, i + 4 W)
 // (the last chunk may be partial: its lanes past n contribute nothing);
 // term(v, K) returns p and sets K (K >= kfloor; NaN input must give a NaN
-// p or K). Everything lives in locals of this one function: kept in a
-// struct, the accumulators were stored and reloaded every chunk (a batch
-// may alias any float, so the compiler cannot keep them in registers
-// across the loads of x).
+// p or K, or with KGuard = false a NaN p). Everything lives in locals of
+// this one function: kept in a struct, the accumulators were stored and
+// reloaded every chunk (a batch may alias any float, so the compiler cannot
+// keep them in registers across the loads of x).
 struct ext_pass1 {
   double sum;   // the total is sum * 2^emax
   double emax;
@@ -48,7 +48,7 @@ struct ext_pass1 {
   bool nan;     // a NaN was met
 };
 
-template <class A, class T, class Get, class Term>
+template <class A, class T, bool KGuard = true, class Get, class Term>
 SMAX_FLATTEN ext_pass1 ext_sum_loop(std::size_t n, T e0, T kfloor, Get&& get, Term&& term) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
@@ -79,8 +79,9 @@ SMAX_FLATTEN ext_pass1 ext_sum_loop(std::size_t n, T e0, T kfloor, Get&& get, Te
     // A NaN K may be dropped by x86's max (it returns its second operand
     // when either is NaN) and turned into a 0 term by the non-AVX-512 ldexp:
     // a running sum of the K keeps it (|K| < 6000: no overflow; +inf input
-    // gives K = +inf, which kmax shows).
-    ksum += (k0 + k1) + (k2 + k3);
+    // gives K = +inf, which kmax shows). A term that makes p NaN for NaN
+    // input needs no guard (KGuard = false): the NaN p stays in its lane.
+    if constexpr (KGuard) ksum += (k0 + k1) + (k2 + k3);
     const B km = xsimd::max(xsimd::max(k0, k1), xsimd::max(k2, k3));
     kmax = xsimd::max(kmax, km);
     const auto moved = km > E + B(slack);
@@ -146,8 +147,19 @@ struct scaled_extexp {
   static constexpr T klo = kmin / 2 + 1;
   T scale;
   B c, clog2e;
+  // Where `clampable` (c > 0 and -limit / c finite in T): v clamped at lo
+  // gives c v >= -limit (about: lo is rounded), so K >= kmin - 1 with no
+  // select (`clamped` below). Not for a tinier c: c (-max) is then above
+  // -limit, and a -inf input clamped there would not give a 0 term.
+  bool clampable;
+  B lo;
   explicit scaled_extexp(T c_scalar) noexcept
-      : scale(c_scalar), c(c_scalar), clog2e(static_cast<T>(static_cast<double>(c_scalar) * 1.4426950408889634)) {}
+      : scale(c_scalar),
+        c(c_scalar),
+        clog2e(static_cast<T>(static_cast<double>(c_scalar) * 1.4426950408889634)),
+        clampable(c_scalar > T(0) && -static_cast<double>(L::limit) / static_cast<double>(c_scalar) >=
+                                         -static_cast<double>(std::numeric_limits<T>::max())),
+        lo(clampable ? static_cast<T>(-static_cast<double>(L::limit) / static_cast<double>(c_scalar)) : T(0)) {}
 
   // d = c v - K ln2 for K = max(kmin, K): Cody-Waite, K ln2_hi exact; the
   // first step in one fma, so the product c v is not rounded by itself
@@ -170,25 +182,59 @@ struct scaled_extexp {
     K = xsimd::max(B(kmin), Kr);
     return xsimd::select(Kr < B(kmin), B(T(0)), exp_poly<A, T>(reduce(v, K)));
   }
+
+  // The same where clampable, by the clamp at lo instead of the select: K >=
+  // kmin - 1, and a clamped term is at most e^-limit of its lane's share,
+  // which ldexp_small flushes (K - E < -2900). NaN stays NaN in p (max
+  // keeps its second operand), so no K guard is needed.
+  SMAX_INLINE B clamped(B v, B& K) const noexcept {
+    v = xsimd::max(lo, v);
+    K = round_mul<A, T>(v, clog2e);
+    return exp_poly<A, T>(reduce(v, K));
+  }
 };
 
-// Pass 1 of softmax(c v) over the chunks that get(i, v) gives (see
-// ext_sum_loop): true if the two-pass result is exact, with the normalizer
-// sum * 2^emax.
+// Whether pass 1's result r is the exact two-pass one (no NaN, max c v in
+// the accepted range, a finite nonzero sum); sets the normalizer sum 2^emax.
+template <class A, class T>
+SMAX_INLINE bool scaled_accept(const ext_pass1& r, double& sum, T& emax) noexcept {
+  using E = scaled_extexp<A, T>;
+  sum = r.sum;
+  emax = static_cast<T>(r.emax);
+  return !r.nan && r.kmax >= E::klo && r.kmax <= E::khi && sum > 0 && sum < std::numeric_limits<double>::infinity();
+}
+
+// The lane references' starting value.
+template <class T>
+SMAX_INLINE T scaled_e0() noexcept {
+  return static_cast<T>(std::nearbyint(-single_pass_limits<T>::limit / 2 * exp_constants<T>::log2e));
+}
+
+// Pass 1 of softmax(c v) where ex.clampable (the clamped term), over the
+// chunks that get(i, v) gives (see ext_sum_loop): true if the two-pass
+// result is exact, with the normalizer sum * 2^emax.
+template <class A, class T, class Get>
+SMAX_INLINE bool scaled_pass1_positive(std::size_t n, const scaled_extexp<A, T>& ex, Get&& get, double& sum,
+                                       T& emax) noexcept {
+  using B = xsimd::batch<T, A>;
+  using E = scaled_extexp<A, T>;
+  // A copy: constants read through a reference to the caller's object are
+  // reloaded after every store (a vector store may alias anything).
+  const E e = ex;
+  return scaled_accept<A, T>(
+      ext_sum_loop<A, T, false>(n, scaled_e0<T>(), E::kmin - 1, get, [e](B v, B& K) { return e.clamped(v, K); }), sum,
+      emax);
+}
+
+// The same for any finite c.
 template <class A, class T, class Get>
 SMAX_INLINE bool scaled_pass1(std::size_t n, const scaled_extexp<A, T>& ex, Get&& get, double& sum, T& emax) noexcept {
   using B = xsimd::batch<T, A>;
   using E = scaled_extexp<A, T>;
-  using C = exp_constants<T>;
-  using L = single_pass_limits<T>;
-  // A copy: constants read through a reference to the caller's object are
-  // reloaded after every store (a vector store may alias anything).
+  if (ex.clampable) return scaled_pass1_positive<A, T>(n, ex, get, sum, emax);
   const E e = ex;
-  const ext_pass1 r = ext_sum_loop<A, T>(n, static_cast<T>(std::nearbyint(-L::limit / 2 * C::log2e)), E::kmin, get,
-                                         [e](B v, B& K) { return e(v, K); });
-  sum = r.sum;
-  emax = static_cast<T>(r.emax);
-  return !r.nan && r.kmax >= E::klo && r.kmax <= E::khi && sum > 0 && sum < std::numeric_limits<double>::infinity();
+  return scaled_accept<A, T>(ext_sum_loop<A, T>(n, scaled_e0<T>(), E::kmin, get, [e](B v, B& K) { return e(v, K); }),
+                             sum, emax);
 }
 
 // Pass 1 over x.
