@@ -53,6 +53,11 @@ void report(const char* isa, std::size_t n, int reps, const std::vector<entry>& 
     std::printf("; %.3f ns of the arithmetic is hidden behind the writes.\n", write + w_l2 - ws);
   else
     std::printf(": none of the arithmetic is hidden behind the writes.\n");
+  const double gumbel = get(es, "gumbel"), gw = get(es, "gumbel_write"), noise = get(es, "noise_L2");
+  std::printf("- gumbel_softmax: %.3f ns, %.2fx two_pass's time. Its pass 2 rewrites y in place in %.3f (streaming "
+              "writes alone: %.3f); pass 1 takes the rest, about %.3f, against %.3f for the noise alone in L2 and "
+              "%.3f for two_pass's pass-1 arithmetic: pass 1 is bound by its arithmetic, not by memory.\n",
+              gumbel, gumbel / tp, gw, write, gumbel - gw, noise, sum_l2);
   std::printf("- Batched rows of %zu floats: %.3f ns, %.2fx the copy. Reading each row (max) and then streaming it out, "
               "with no arithmetic at all, takes %.3f (%.2fx the copy); with the next row prefetched during the "
               "writes, %.3f (%.2fx).\n",

@@ -22,6 +22,7 @@
 #include <immintrin.h>
 
 #include <smax/batched.hpp>
+#include <smax/gumbel.hpp>
 #include <smax/softmax.hpp>
 
 namespace smax_pass_profile {
@@ -98,6 +99,18 @@ std::vector<entry> entries() {
                }});
   e.push_back({"reload", "three-pass reload softmax (max; e^x stored and summed; scaled)",
                [](const float* x, float* y, std::size_t n) { softmax_three_pass<A>(x, y, n, true); }});
+  // gumbel_softmax: pass 1 draws the noise, stores z = x + g to y and sums
+  // e^z; pass 2 rewrites y in place.
+  e.push_back({"noise_L2", "gumbel_noise on a 64 KiB block in L2 (the noise arithmetic)",
+               [](const float*, float* y, std::size_t n) {
+                 for (std::size_t o = 0; o + l2_block <= n; o += l2_block) gumbel_noise<A, float>(y, l2_block, 42, o);
+               }});
+  e.push_back({"gumbel_write", "gumbel_softmax pass 2 as shipped (in place, from z)", [](const float*, float* y, std::size_t n) {
+                 scaled_two_pass_write<A>(y, y, n, scaled_extexp<A, float>(1.0f), 1e3, 4.0f);
+               }});
+  e.push_back({"gumbel", "gumbel_softmax, tau = 1 (both passes)", [](const float* x, float* y, std::size_t n) {
+                 gumbel_softmax<A>(x, y, n, 1.0f, 42, false);
+               }});
   // Batches of L2-sized rows (issue: batched rows vs the copy roofline).
   e.push_back({"rows_copy", "rows of 128 KiB: read a row (max), then stream it out", [](const float* x, float* y, std::size_t n) {
                  for (std::size_t o = 0; o + row_cols <= n; o += row_cols) {
