@@ -53,6 +53,10 @@ void report(const char* isa, std::size_t n, int reps, const std::vector<entry>& 
     std::printf("; %.3f ns of the arithmetic is hidden behind the writes.\n", write + w_l2 - ws);
   else
     std::printf(": none of the arithmetic is hidden behind the writes.\n");
+  const double wi = get(es, "write_in_place"), tpi = get(es, "two_pass_in_place");
+  std::printf("- In place (y to y), pass 2 takes %.3f against %.3f out of place, and the whole two_pass %.3f against "
+              "%.3f (%.2fx faster): the streaming stores then go to lines the pass has just read.\n",
+              wi, ws, tpi, tp, tp / tpi);
   const double gumbel = get(es, "gumbel"), gw = get(es, "gumbel_write"), noise = get(es, "noise_L2");
   std::printf("- gumbel_softmax: %.3f ns, %.2fx two_pass's time. Its pass 2 rewrites y in place in %.3f (streaming "
               "writes alone: %.3f); pass 1 takes the rest, about %.3f, against %.3f for the noise alone in L2 and "

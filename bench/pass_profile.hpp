@@ -97,6 +97,13 @@ std::vector<entry> entries() {
   e.push_back({"two_pass", "softmax_two_pass (both passes)", [](const float* x, float* y, std::size_t n) {
                  softmax_two_pass<A>(x, y, n);
                }});
+  // In place: pass 2's streaming stores then go to lines it has just read.
+  e.push_back({"write_in_place", "two-pass pass 2 as shipped, in place (y to y)", [](const float*, float* y, std::size_t n) {
+                 map<A, staged>(y, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, 4.0f, 1e-3f));
+               }});
+  e.push_back({"two_pass_in_place", "softmax_two_pass in place (y to y)", [](const float*, float* y, std::size_t n) {
+                 softmax_two_pass<A>(y, y, n);
+               }});
   e.push_back({"reload", "three-pass reload softmax (max; e^x stored and summed; scaled)",
                [](const float* x, float* y, std::size_t n) { softmax_three_pass<A>(x, y, n, true); }});
   // gumbel_softmax: pass 1 draws the noise, stores z = x + g to y and sums
