@@ -424,6 +424,12 @@ void special_values() {
         std::vector<T> in(x);
         smax::dynamic::gumbel_softmax(in.data(), in.data(), n, huge_tau, 3);
         CHECK(smax_test::same_bits(in, y));
+        // z spanning more than max: c z still resolves it (y = e^-8.2 / (1
+        // + e^-8.2) and its complement: c (2 max) = 8.192 at this tau).
+        const std::vector<T> wide = {-mx, mx};
+        const std::vector<ld> ref = ref_gumbel_softmax(wide, noise<T>(2, 3), huge_tau);
+        CHECK(variants_test::rel_err(gsoftmax(wide, huge_tau, 3, false), ref) <=
+              (std::is_same<T, float>::value ? 1e-5 : 1e-13));
       }
       // Huge logits and a tiny tau: no overflow.
       x = smax_test::normal<T>(n, 1.0, n);

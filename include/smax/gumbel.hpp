@@ -352,13 +352,16 @@ void gumbel_softmax(const T* x, T* y, std::size_t n, T tau, std::uint64_t seed, 
   const philox_key key(seed);
   alignas(64) T noise[BS];
   if (!ex.clampable) {
-    // tau above max / 4096: z to y, then three passes (this rare case keeps
-    // the noise loop below from being compiled twice, for both pass-1 terms).
+    // tau above max / 4096: z to y, then softmax(c z) from y (two-pass with
+    // the select form, else three passes). This rare case keeps the noise
+    // loop below from being compiled twice, once per pass-1 term. (Not
+    // three passes alone: their z - max overflows where z spans more than
+    // max, which a c this small still resolves.)
     for (std::size_t i = 0; i < n; i += BS) {
       GB::run(noise, (i / BS) * GB::groups, key);
       for (std::size_t k = 0; k < BS && i + k < n; ++k) y[i + k] = x[i + k] + noise[k];
     }
-    return scaled_softmax_three_pass<A>(y, y, n, c);
+    return scaled_softmax<A>(y, y, n, c);
   }
   double sum;
   T emax;
