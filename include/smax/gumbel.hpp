@@ -331,8 +331,8 @@ void gumbel_hard(const T* x, T* y, std::size_t n, std::uint64_t seed) noexcept {
 }
 
 // y = softmax((logits + g) / tau): pass 1 writes z = logits + g to y and
-// sums e^(z / tau) (scaled_pass1_positive: 1 / tau > 0); pass 2 rewrites y
-// in place. Traffic: read logits, write z, read z, write y. The noise index
+// sums e^(z / tau) (scaled_pass1_clamped; a tau too large for the clamp
+// goes the general way, below); pass 2 rewrites y in place. Traffic: read logits, write z, read z, write y. The noise index
 // is the element index (offset 0), the same as gumbel_noise(g, n, seed).
 template <class A, class T>
 void gumbel_softmax(const T* x, T* y, std::size_t n, T tau, std::uint64_t seed, bool hard) noexcept {
@@ -365,7 +365,7 @@ void gumbel_softmax(const T* x, T* y, std::size_t n, T tau, std::uint64_t seed, 
   }
   double sum;
   T emax;
-  const bool exact = scaled_pass1_positive<A, T>(
+  const bool exact = scaled_pass1_clamped<A, T>(
       n, ex,
       [&](std::size_t i, B& v0, B& v1, B& v2, B& v3) {
         const std::size_t k = i % BS;  // blocks start at chunk boundaries

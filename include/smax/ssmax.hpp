@@ -145,7 +145,6 @@ struct scaled_extexp {
   static constexpr T kmin = -static_cast<T>(static_cast<long>(L::limit * C::log2e));
   static constexpr T khi = static_cast<T>(static_cast<long>(L::limit * C::log2e)) - 1;
   static constexpr T klo = kmin / 2 + 1;
-  T scale;
   B c, clog2e;
   // Where `clampable` (c > 0 and -limit / c finite in T): v clamped at lo
   // gives c v >= -limit (about: lo is rounded), so K >= kmin - 1 with no
@@ -154,8 +153,7 @@ struct scaled_extexp {
   bool clampable;
   B lo;
   explicit scaled_extexp(T c_scalar) noexcept
-      : scale(c_scalar),
-        c(c_scalar),
+      : c(c_scalar),
         clog2e(static_cast<T>(static_cast<double>(c_scalar) * 1.4426950408889634)),
         clampable(c_scalar > T(0) && -static_cast<double>(L::limit) / static_cast<double>(c_scalar) >=
                                          -static_cast<double>(std::numeric_limits<T>::max())),
@@ -214,8 +212,8 @@ SMAX_INLINE T scaled_e0() noexcept {
 // chunks that get(i, v) gives (see ext_sum_loop): true if the two-pass
 // result is exact, with the normalizer sum * 2^emax.
 template <class A, class T, class Get>
-SMAX_INLINE bool scaled_pass1_positive(std::size_t n, const scaled_extexp<A, T>& ex, Get&& get, double& sum,
-                                       T& emax) noexcept {
+SMAX_INLINE bool scaled_pass1_clamped(std::size_t n, const scaled_extexp<A, T>& ex, Get&& get, double& sum,
+                                      T& emax) noexcept {
   using B = xsimd::batch<T, A>;
   using E = scaled_extexp<A, T>;
   // A copy: constants read through a reference to the caller's object are
@@ -231,7 +229,7 @@ template <class A, class T, class Get>
 SMAX_INLINE bool scaled_pass1(std::size_t n, const scaled_extexp<A, T>& ex, Get&& get, double& sum, T& emax) noexcept {
   using B = xsimd::batch<T, A>;
   using E = scaled_extexp<A, T>;
-  if (ex.clampable) return scaled_pass1_positive<A, T>(n, ex, get, sum, emax);
+  if (ex.clampable) return scaled_pass1_clamped<A, T>(n, ex, get, sum, emax);
   const E e = ex;
   return scaled_accept<A, T>(ext_sum_loop<A, T>(n, scaled_e0<T>(), E::kmin, get, [e](B v, B& K) { return e(v, K); }),
                              sum, emax);
