@@ -198,6 +198,21 @@ class slots {
   std::size_t n_, stride_, count_ = 1;
 };
 
+// The same logits scaled to N(0, 20^2) (float): their exponentials reach
+// below FLT_MIN (entries 87-103 under the max), the subnormal band
+// (bench_subnormal.cpp). wide_input(x) maps a pointer into the shared arena
+// to the same place in this one, so rotation and slots work unchanged.
+inline const float* wide_input(const float* x) {
+  static const std::unique_ptr<void, free_deleter> wide = [] {
+    auto p = touched(arena_bytes);
+    float* w = static_cast<float*>(p.get());
+    const float* src = arena<float>::get().x();
+    for (std::size_t i = 0; i < arena<float>::elems; ++i) w[i] = src[i] * (20.0f / 3.0f);
+    return p;
+  }();
+  return static_cast<const float*>(wide.get()) + (x - arena<float>::get().x());
+}
+
 // n elements of the shared input (the first slot), for kernels that take
 // other arguments than (x, y, n) but want the same data.
 template <class T>

@@ -89,6 +89,19 @@ SMAX_BENCH_REGISTER(peer_onednn) {
       [](const float* x, float* y, std::size_t n) { smax::dynamic::softmax(x, y, n); }, 3e-2, 1e-30);
   k.check = vs_smax;
   smax_bench::register_once(k, "native", smax_bench::sizes<float>());
+  // The same on wide logits (bench_subnormal.cpp): 64K, 64M and the rows.
+  smax_bench::kernel<float> w = k;
+  w.name = "onednn/softmax_wide";
+  w.run = [](const float* x, float* y, std::size_t n) { dnnl_run(smax_bench::wide_input(x), y, 1, n); };
+  w.check = nullptr;
+  smax_bench::register_once(w, "native", {65536, std::size_t(1) << 26});
+  w.name = "onednn/softmax_batched_wide";
+  w.traffic = {1, 1};
+  w.roof = smax_bench::roof_kind::copy;
+  w.run_threaded = [](const float* x, float* y, std::size_t rows, std::size_t cols, std::size_t t) {
+    dnnl_run(smax_bench::wide_input(x), y, rows, cols, static_cast<int>(t));
+  };
+  smax_bench::register_threaded(w, "native", false, {{smax_bench::batch_rows, smax_bench::batch_cols}}, {1});
   // Batched, 1 and 2 OpenMP threads: "onednn/softmax_batched/f32/native/
   // <rows>/<cols>/threads:<t>/real_time", every row checked against smax.
   for (const std::size_t t : {1, 2}) {

@@ -66,7 +66,7 @@ say() { printf '\n== %s\n' "$*"; }
 
 # 1. Packages. The peers (XNNPACK, oneDNN) and matplotlib are optional: the
 # build and the report go on without them and say so.
-packages=(cmake g++ libxsimd-dev libbenchmark-dev libxnnpack-dev libpthreadpool-dev libdnnl-dev python3 python3-matplotlib)
+packages=(cmake g++ libxsimd-dev libbenchmark-dev libxnnpack-dev libpthreadpool-dev libdnnl-dev ocl-icd-opencl-dev libtorch-dev python3 python3-matplotlib)
 if [ "$install" = 1 ] && command -v dpkg >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   missing=()
   for p in "${packages[@]}"; do
@@ -121,6 +121,11 @@ if [ -z "$filter" ]; then
     filter+="|^[a-z]+/softmax_batched/f32/native/(2048/32768|16384/1024|64/1048576)/threads:[12]/real_time\$"
     filter+="|^roofline/(rw2|copy)/f32/[a-z0-9]+/1/67108864/threads:[12]/real_time\$"
     filter+="|^[^/]+(/[^/]+)*/f32/($best_isa|native|baseline)/(65536|16777216)\$"
+    # logits that reach the subnormal band, default FP environment beside
+    # FTZ/DAZ (bench_subnormal.cpp), and the peers on the same logits
+    filter+="|^subnormal/(softmax/automatic|log_softmax|softmax_backward)/(ieee|ftz)/f32/$best_isa/(65536|67108864)\$"
+    filter+="|^subnormal/softmax_batched/(ieee|ftz)/f32/$best_isa/2048/32768/threads:1/real_time\$"
+    filter+="|^[a-z]+/softmax(_batched)?_wide/f32/native/(65536|67108864|2048/32768/threads:1/real_time)\$"
   fi
 fi
 [ -n "$reps" ] || reps=$([ "$full" = 1 ] && echo 5 || echo 3)

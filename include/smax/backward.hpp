@@ -7,6 +7,8 @@
 // error does not grow with n.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "exp.hpp"
@@ -83,8 +85,31 @@ template <class A, class T>
 void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  const B dot(finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; })));
-  map2<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fms(a, b, a * dot); });
+  // (y lanes whose products with dy, or whose results y (dy - dot), could
+  // fall below the normal range are taken as 0: no subnormal is formed;
+  // such dx are below 2^-124 anyway)
+  const T dot_s = finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); }));
+  const B dot(dot_s);
+  // |a| below this makes a * dot smaller than the smallest normal number
+  const B cut(static_cast<T>(std::min(static_cast<double>(std::numeric_limits<T>::max()),
+                                      static_cast<double>(std::numeric_limits<T>::min()) /
+                                          std::fabs(static_cast<double>(dot_s)))));
+  // Fast path: every y of the vector 0 or at least 2^(bias/2) above the
+  // smallest normal number, and |dot| too (or 0), so that y dot is normal and
+  // only b within 2^-(bias/2) of dot could make the result small.
+  const double big_s = std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2);
+  const B big(static_cast<T>(big_s));
+  const bool dot_big = !(std::fabs(static_cast<double>(dot_s)) < big_s) || dot_s == T(0);
+  map2<A>(y, dy, dx, n, [&](B a, B b) {
+    if (dot_big && xsimd::all((xsimd::abs(a) >= big) | (a == B(T(0))))) return fma_<A, T>(a, b, -(a * dot));
+    // Here dx = a0 (b - dot), a0 zeroed where that product could be below
+    // the normal range; where b - dot overflows, the two-product form.
+    const B g = b - dot;
+    const B a0 = keep_if_normal_product<A, T>(a, g);
+    const B ad = xsimd::select(xsimd::abs(a0) < cut, B(T(0)), a0) * dot;
+    return xsimd::select(xsimd::abs(g) < B(std::numeric_limits<T>::infinity()), a0 * g,
+                         fma_<A, T>(a0, b, -ad));
+  });
 }
 
 // y is the log_softmax output: dx_i = dy_i - e^(y_i) * sum_j dy_j
@@ -92,10 +117,16 @@ template <class A, class T>
 void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  const B total(static_cast<T>(sum_map2<A>(y, dy, n, [](B, B b) { return b; })));
-  // e^y for y <= 0 (y = -inf gives 0).
-  const shifted_exp<A, T, false> ex(T(0));
-  map2<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fnma(ex(a), total, b); });
+  const T t = static_cast<T>(sum_map2<A>(y, dy, n, [](B, B b) { return b; }));
+  const B total(t);
+  // total * e^y for y <= 0 (y = -inf gives 0), the factor folded into the
+  // exp so that no subnormal product is formed.
+  if (t - t != T(0)) {  // inf or NaN total: the plain product's IEEE results
+    const shifted_exp<A, T, false> ex(T(0));
+    return map2<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fnma(ex(a), total, b); });
+  }
+  const shifted_exp<A, T, false> ex(T(0), t);
+  map2<A>(y, dy, dx, n, [&](B a, B b) { return b - ex(a); });
 }
 
 }  // namespace detail

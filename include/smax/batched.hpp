@@ -245,13 +245,13 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
         });
     return;
   }
-  const B inv(static_cast<T>(1.0 / s));
+  const scale_normal<A, T> inv(static_cast<T>(1.0 / s));
   with_shifted_exp<A>(M, [&](auto e) {
     for_each_block(
         nb, ex,
         [&](std::size_t b) {
           const std::size_t o = b * block_elems;
-          map<A>(x + o, y + o, len(b), [&](B v) { return e(v) * inv; });
+          map<A>(x + o, y + o, len(b), [&](B v) { return inv(e(v)); });
         });
   });
 }

@@ -29,9 +29,17 @@
 // Measured (tests/test_exp.cpp, dense sweep against long double, every ISA):
 // max error of shifted_exp and extexp ~1 ulp for float and double; see README.
 //
-// Results below the smallest normal number are flushed to +0, except on
-// AVX-512 where vscalefps produces the correctly rounded subnormal.
+// No function here forms a subnormal number, as a result or as an operand:
+// results that would lie below (a few times) the smallest normal number are
+// exactly +0, and every other one is built from normal numbers. Intel cores
+// take a microcode assist (~100x a multiply) for each multiply, FMA or
+// vscalefps that produces or consumes a subnormal, or underflows to 0,
+// unless FTZ/DAZ is set, and a library cannot assume it is (measured:
+// docs/tuning.md, "Subnormals"). Additions of subnormals cost nothing extra.
 #pragma once
+
+#include <cmath>
+#include <limits>
 
 #include "config.hpp"
 
@@ -70,10 +78,13 @@ struct exp_constants<float> {
   // e^d coefficients c2..c6 (c0 = c1 = 1): tools/fit_exp.cpp.
   static constexpr int degree = 6;
   static constexpr float c[] = {0x1p-1f, 0x1.5554cap-3f, 0x1.55551p-5f, 0x1.121f3p-7f, 0x1.6d24c8p-10f};
-  // Below this k, 2^k * e^d is under the smallest normal float (flushed).
-  static constexpr float min_k = -126.0f;
-  // With vscalefps subnormals are exact; below this k the result is 0.
-  static constexpr float min_k_scalef = -151.0f;
+  // The smallest k for which ldexp_normal keeps p 2^k (p >= 1/2): the result
+  // is then at least 2^-125, a normal float; below it the result is 0.
+  static constexpr float min_k_normal = -124.0f;
+  // How far below a reference shifted_exp clamps its argument: e^-110.9 is
+  // far under 2^-124 (so the clamp changes no result) and the clamped
+  // argument still range-reduces exactly.
+  static constexpr float clamp_depth = 160 * 0.6931471805599453f;
 };
 
 template <>
@@ -97,8 +108,8 @@ struct exp_constants<double> {
                                  0x1.11111111106ffp-7,  0x1.6c16c17bbb0b3p-10, 0x1.a01a01a9c5439p-13,
                                  0x1.a019ad27fde88p-16, 0x1.71de063aaaaf7p-19, 0x1.289f213e8f877p-22,
                                  0x1.af49a8496b5b7p-26};
-  static constexpr double min_k = -1022.0;
-  static constexpr double min_k_scalef = -1076.0;
+  static constexpr double min_k_normal = -1020.0;
+  static constexpr double clamp_depth = 1085 * 0.6931471805599453;
 };
 
 template <class A>
@@ -268,97 +279,223 @@ struct scaled_poly {
   }
 };
 
-// p * 2^k for integer-valued k <= 0 (bits of k + magic), result 0 where k is
-// below the normal range. NaN in p stays NaN.
+// A positive scale s = mantissa * 2^exponent, mantissa in [1, 2): the
+// kernels fold the mantissa into the polynomial (scaled_poly) and the
+// exponent into the power of two, so that s * e^d * 2^k is formed as one
+// product of normal numbers whatever s is.
+template <class T>
+struct split_scale {
+  T mantissa, exponent;
+  explicit split_scale(T s) noexcept {
+    int e = 0;
+    const T f = std::frexp(s, &e);  // s = f 2^e, f in [0.5, 1)
+    mantissa = 2 * f;
+    exponent = static_cast<T>(e - 1);
+  }
+};
+
+// p * 2^k for integer-valued k <= bias - 2 (127 - 2 for float) and |p| in
+// [1/2, 2) (or 0, inf, NaN), with the result +0 where k < min_k_normal:
+// every other result is at least 2^-125 (float), so no subnormal is formed
+// (and no product underflows). A NaN p gives NaN.
+//  * AVX-512: vscalefps with the lanes below min_k_normal masked off
+//    (masked lanes cost nothing, however small their result would be).
+//  * elsewhere: (4 p) * 2^(k - 2), the power built from its bits with the
+//    exponent field k - 2 + bias clamped at 0, which reads as +0.
 template <class A, class T>
-SMAX_INLINE xsimd::batch<T, A> scale_pow2(xsimd::batch<T, A> p, xsimd::batch<T, A> k) noexcept {
+SMAX_INLINE xsimd::batch<T, A> ldexp_normal(xsimd::batch<T, A> p, xsimd::batch<T, A> k) noexcept {
   using C = exp_constants<T>;
   using B = xsimd::batch<T, A>;
   using I = typename C::int_type;
   using BI = xsimd::batch<I, A>;
 #if defined(__AVX512F__)
   if constexpr (is_avx512_v<A>) {
-    // vscalefps: p * 2^floor(k) in one instruction, subnormals included.
-    B r;
+    // Not less than (unordered true): a NaN k keeps its lane.
     if constexpr (std::is_same<T, float>::value)
-      r = _mm512_maskz_scalef_ps(__mmask16(0xFFFF), p, k);
+      return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(k, B(C::min_k_normal - T(0.5)), _CMP_NLT_UQ), p, k);
     else
-      r = _mm512_maskz_scalef_pd(__mmask8(0xFF), p, k);
-    return xsimd::select(k < B(C::min_k_scalef), B(T(0)), r);
+      return _mm512_maskz_scalef_pd(_mm512_cmp_pd_mask(k, B(C::min_k_normal - T(0.5)), _CMP_NLT_UQ), p, k);
   }
 #endif
-  // k + magic holds k in its low mantissa bits; shifting them into the
-  // exponent field and adding the bias gives the bits of 2^k.
-  const BI bits = xsimd::bitwise_cast<BI>(k + B(C::round_magic));
-  const BI pow2 = (bits << C::mantissa_bits) + BI(I(C::exponent_bias) << C::mantissa_bits);
-  return xsimd::select(k < B(C::min_k), B(T(0)), p * xsimd::bitwise_cast<B>(pow2));
+  // max(c, k), not max(k, c): x86 max returns its second operand for NaN.
+  const B kk = xsimd::max(B(C::min_k_normal - T(1)), k);
+  const BI bits = xsimd::bitwise_cast<BI>(kk + B(C::round_magic));
+  const BI pow2 = (bits << C::mantissa_bits) + BI(I(C::exponent_bias - 2) << C::mantissa_bits);
+  return (p * B(T(4))) * xsimd::bitwise_cast<B>(pow2);
 }
 
-// e^(x - m) for x <= m (x may be -inf, NaN, or far below m). Build once per
-// pass with the reference m, call per vector.
+// a with the lanes zeroed where a * b may fall below 2^(1 - bias), the
+// smallest normal number, judged by the exponents alone (their sum is the
+// product's within one): the kernel's products of a then form no subnormal.
+// Zero and subnormal operands zero the lane; NaN and inf operands keep it.
+//  * AVX-512: vgetexpps on both (-inf for 0), a masked move.
+//  * elsewhere: the biased exponent fields as integers, an integer select.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> keep_if_normal_product(xsimd::batch<T, A> a, xsimd::batch<T, A> b) noexcept {
+  using C = exp_constants<T>;
+  using B = xsimd::batch<T, A>;
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    // getexp(a) + getexp(b) >= 1 - bias; unordered (NaN, inf + -inf) keeps.
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_add_ps(_mm512_getexp_ps(a), _mm512_getexp_ps(b)),
+                                                    B(T(1 - C::exponent_bias)), _CMP_NLT_UQ),
+                                 a);
+    else
+      return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(_mm512_add_pd(_mm512_getexp_pd(a), _mm512_getexp_pd(b)),
+                                                    B(T(1 - C::exponent_bias)), _CMP_NLT_UQ),
+                                 a);
+  }
+#endif
+  using I = typename C::int_type;
+  using BI = xsimd::batch<I, A>;
+  const BI field(I(2 * C::exponent_bias + 1) << C::mantissa_bits);
+  const BI ia = xsimd::bitwise_cast<BI>(a);
+  const BI ea = (ia & field) >> C::mantissa_bits;
+  const BI eb = (xsimd::bitwise_cast<BI>(b) & field) >> C::mantissa_bits;
+  // Fields e_a + e_b - bias >= 1 (a NaN or inf field is 2 bias + 1).
+  return xsimd::bitwise_cast<B>(xsimd::select((ea + eb) >= BI(I(C::exponent_bias + 1)), ia, BI(I(0))));
+}
+
+// a * b, or +0 where that product may be below the smallest normal number
+// (never formed). For the rare rescaling steps of the single-pass sums and
+// the products of small outputs in the backward passes.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> mul_normal(xsimd::batch<T, A> a, xsimd::batch<T, A> b) noexcept {
+  return keep_if_normal_product<A, T>(a, b) * b;
+}
+
+// r * 2^k for any r and integer-valued k <= 0, +0 where the result would
+// fall below 2^(2 - bias) (float 2^-125), never forming a subnormal. NaN
+// and inf stay. For the rescaling of a combined result back from a shifted
+// range (softpick_backward's deep lanes).
+//  * AVX-512: vscalefps with the lanes below masked off (getexp(r) + k).
+//  * elsewhere: integer arithmetic on r's exponent field alone.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> ldexp_flush(xsimd::batch<T, A> r, xsimd::batch<T, A> k) noexcept {
+  using C = exp_constants<T>;
+  using B = xsimd::batch<T, A>;
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    const B lowest(T(2 - C::exponent_bias) - T(0.5));
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(_mm512_add_ps(_mm512_getexp_ps(r), k), lowest, _CMP_NLT_UQ), r, k);
+    else
+      return _mm512_maskz_scalef_pd(_mm512_cmp_pd_mask(_mm512_add_pd(_mm512_getexp_pd(r), k), lowest, _CMP_NLT_UQ), r, k);
+  }
+#endif
+  using I = typename C::int_type;
+  using BI = xsimd::batch<I, A>;
+  const BI field(I(2 * C::exponent_bias + 1) << C::mantissa_bits);
+  const BI bits = xsimd::bitwise_cast<BI>(r);
+  const BI er = (bits & field) >> C::mantissa_bits;
+  // k as an integer: the low bits of k + round_magic, less the magic's own
+  // (k >= -2^22 float; below that, 0 anyway).
+  const B kc = xsimd::max(B(T(-(I(1) << 20))), k);
+  const BI ki = xsimd::bitwise_cast<BI>(kc + B(C::round_magic)) - xsimd::bitwise_cast<BI>(B(C::round_magic));
+  const BI scaled = bits + (ki << C::mantissa_bits);
+  const BI special(I(2 * C::exponent_bias + 1));
+  const BI out = xsimd::select(er == special, bits, xsimd::select((er + ki) >= BI(I(2)), scaled, BI(I(0))));
+  return xsimd::bitwise_cast<B>(out);
+}
+
+// e * s for e >= 0 (an exp, a ratio) and a positive finite scale s, +0
+// where that product would fall below the smallest normal number: e is
+// compared with min / s first, and those lanes are never multiplied. The
+// normalizing pass of a kernel that stored or recomputes unnormalized terms.
+// NaN stays NaN.
+template <class A, class T>
+struct scale_normal {
+  using B = xsimd::batch<T, A>;
+  B s, cut;
+  explicit scale_normal(T scale) noexcept
+      : s(scale),
+        // (1 + 2^-20): the rounded cut must not let a product land just below min
+        cut(static_cast<T>(static_cast<double>(std::numeric_limits<T>::min()) / static_cast<double>(scale) *
+                           (1 + 0x1p-20))) {}
+  SMAX_INLINE B operator()(B e) const noexcept {
+#if defined(__AVX512F__)
+    if constexpr (is_avx512_v<A>) {
+      if constexpr (std::is_same<T, float>::value)
+        return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(e, cut, _CMP_NLT_UQ), e, s);
+      else
+        return _mm512_maskz_mul_pd(_mm512_cmp_pd_mask(e, cut, _CMP_NLT_UQ), e, s);
+    }
+#endif
+    return xsimd::select(e < cut, B(T(0)), e) * s;
+  }
+};
+
+// s * e^(x - m) for x <= m (x may be -inf, NaN, or far below m). Build once
+// per pass with the reference m (and the scale s, 1 by default), call per
+// vector. Results below 2^-125 (float) are +0: the argument is clamped at
+// clamp_depth below m, and the power of two is built with the scale's
+// exponent (split_scale) and a factor 4 folded in, its exponent field
+// clamped at 0 (+0), so the one product p * 2^k is of normal numbers.
 template <class A, class T, bool Split>
 struct shifted_exp {
   using B = xsimd::batch<T, A>;
   using C = exp_constants<T>;
   static constexpr bool split = Split;
   B m, km, rm;
+  B lo;     // Split: x is clamped here; else x - m is
+  B magic;  // bias_magic - 2 + exponent of the scale
+  scaled_poly<A, T> poly;  // 4 * mantissa of the scale
 
-  explicit shifted_exp(T m_scalar) noexcept : m(m_scalar), km(T(0)), rm(T(0)) {
+  explicit shifted_exp(T m_scalar, T scale = T(1)) noexcept
+      : m(m_scalar), km(T(0)), rm(T(0)), lo(Split ? m_scalar - C::clamp_depth : -C::clamp_depth),
+        magic(T(0)), poly(T(4)) {
     if (Split) {
       // m = km ln2 + rm exactly up to the rounding of rm.
       km = round_mul<A, T>(m, B(C::log2e));
       rm = cody_waite<A, T>(m, km);
     }
+    set_scale(scale);
   }
   // The online algorithm keeps a per-lane reference.
-  shifted_exp(B m_vec, B km_vec, B rm_vec) noexcept : m(m_vec), km(km_vec), rm(rm_vec) {}
+  shifted_exp(B m_vec, B km_vec, B rm_vec) noexcept
+      : m(m_vec), km(km_vec), rm(rm_vec), lo(m_vec - B(C::clamp_depth)), magic(T(0)), poly(T(4)) {
+    set_scale(T(1));
+  }
+  // e with its results multiplied by scale (> 0, or any finite scale for
+  // the backward passes: the sign goes into the polynomial).
+  shifted_exp(const shifted_exp& e, T scale) noexcept : shifted_exp(e) { set_scale(scale); }
 
-  // e^(x - m) = e^d * 2^k, d in [-ln2/2, ln2/2] (slightly more where the
-  // rounding of x - m moves k by one: exp_poly covers |d| <= 0.36).
-  // kb = k + bias_magic, from which pow2_biased builds 2^k.
-  SMAX_INLINE void reduce(B x, B& d, B& k, B& kb) const noexcept {
-    const B t = x - m;
-    kb = mul_add_magic<A, T>(t, B(C::log2e), B(C::bias_magic));
-    k = kb - B(C::bias_magic);
-    if (Split)
-      d = cody_waite<A, T>(x, k + km) - rm;
-    else
-      d = cody_waite<A, T>(t, k);
+  void set_scale(T scale) noexcept {
+    const split_scale<T> s(scale < T(0) ? -scale : scale);
+    magic = B(static_cast<T>(C::bias_magic - T(2) + s.exponent));
+    poly = scaled_poly<A, T>(T(4) * (scale < T(0) ? -s.mantissa : s.mantissa));
   }
 
-  // p * 2^k, 0 where k is below the normal range (subnormal with vscalefps),
-  // NaN where p is NaN.
-  static SMAX_INLINE B finish(B p, B k, B kb) noexcept {
-    if constexpr (is_avx512_v<A>) {
-      (void)kb;
-      return scale_pow2<A, T>(p, k);
+  // e^(x - m) = e^d * 2^k, d in [-ln2/2, ln2/2] (slightly more where the
+  // rounding of x - m moves k by one: exp_poly covers |d| <= 0.36), with
+  // kb = k + magic, the bits of the power of two.
+  SMAX_INLINE void reduce(B x, B& d, B& kb) const noexcept {
+    if (Split) {
+      const B xc = xsimd::max(lo, x);  // keeps NaN (x86 max returns its second operand)
+      kb = mul_add_magic<A, T>(xc - m, B(C::log2e), magic);
+      d = cody_waite<A, T>(xc, (kb - magic) + km) - rm;
     } else {
-      (void)k;
-      return xsimd::select(kb < B(C::bias_magic + C::min_k), B(T(0)), p * pow2_biased<A, T>(kb));
+      const B t = xsimd::max(lo, x - m);
+      kb = mul_add_magic<A, T>(t, B(C::log2e), magic);
+      d = cody_waite<A, T>(t, kb - magic);
     }
   }
 
   SMAX_INLINE B operator()(B x) const noexcept {
-    B d, k, kb;
-    reduce(x, d, k, kb);
-    return finish(exp_poly<A, T>(d), k, kb);
+    B d, kb;
+    reduce(x, d, kb);
+    // Field k + bias - 2 + exponent, clamped at 0: +0 (x86 max returns
+    // round_magic for a NaN kb, and p is NaN then).
+    return poly(d) * pow2_biased<A, T>(xsimd::max(kb, B(C::round_magic)));
   }
 };
 
-// s * e^(x - m): shifted_exp with the scale folded into the polynomial, for
-// the pass that writes a normalized output (s = 1 / sum).
+// s * e^(x - m): shifted_exp with the scale folded into the polynomial and
+// the power of two, for the pass that writes a normalized output (s = 1 / sum).
 template <class A, class T, bool Split>
-struct scaled_shifted_exp {
-  using B = xsimd::batch<T, A>;
-  using E = shifted_exp<A, T, Split>;
-  E ex;
-  scaled_poly<A, T> poly;
-  scaled_shifted_exp(const E& e, T scale) noexcept : ex(e), poly(scale) {}
-  SMAX_INLINE B operator()(B x) const noexcept {
-    B d, k, kb;
-    ex.reduce(x, d, k, kb);
-    return E::finish(poly(d), k, kb);
-  }
+struct scaled_shifted_exp : shifted_exp<A, T, Split> {
+  scaled_shifted_exp(const shifted_exp<A, T, Split>& e, T scale) noexcept : shifted_exp<A, T, Split>(e, scale) {}
 };
 
 // s * e^x * 2^-E for x in [lo, (E + 17) ln2], with lo >= -split_limit and E
@@ -370,32 +507,26 @@ struct scaled_shifted_exp {
 //                        the last factor, in (0.7, 1.42), is applied to the
 //                        sum in double (it cancels in the normalized output)
 // x below lo (-inf included) is clamped to lo, which gives 0 wherever
-// lo < (E - 150) ln2 (x = NaN stays NaN). Results below the normal range
-// are 0 (subnormal with vscalefps).
+// lo < (E - 150) ln2 (x = NaN stays NaN). Results below 2.8 * 2^-126 (float)
+// are +0; no subnormal is formed.
 template <class A, class T>
 struct exp_ref {
   using B = xsimd::batch<T, A>;
   using C = exp_constants<T>;
-  B lo, E, magic;
+  B lo, magic;
   scaled_poly<A, T> poly;
-  exp_ref(T lo_scalar, T E_scalar, T scale) noexcept
-      : lo(lo_scalar), E(E_scalar), magic(static_cast<T>(C::bias_magic - E_scalar)), poly(scale) {}
+  // s = mantissa 2^exponent: the polynomial carries 4 * mantissa, the power
+  // of two 2^(K - E + exponent - 2), whose exponent field clamps at 0 (+0):
+  // every nonzero result is at least 2.8 * 2^-126, a normal number.
+  exp_ref(T lo_scalar, T E_scalar, T scale) noexcept : exp_ref(lo_scalar, E_scalar, split_scale<T>(scale)) {}
+  exp_ref(T lo_scalar, T E_scalar, split_scale<T> s) noexcept
+      : lo(lo_scalar),
+        magic(static_cast<T>(C::bias_magic - E_scalar + s.exponent - T(2))),
+        poly(T(4) * s.mantissa) {}
 
   SMAX_INLINE B operator()(B x) const noexcept {
     const B v = xsimd::max(lo, x);  // keeps NaN (x86 max returns its second operand)
-#if defined(__AVX512F__)
-    if constexpr (is_avx512_v<A>) {
-      // vscalefps: p * 2^(K - E), 0 below the subnormal range.
-      const B K = round_mul<A, T>(v, B(C::log2e));
-      const B p = poly(cody_waite<A, T>(v, K));
-      if constexpr (std::is_same<T, float>::value)
-        return _mm512_scalef_ps(p, K - E);
-      else
-        return _mm512_scalef_pd(p, K - E);
-    }
-#endif
-    // kb = K - E + bias_magic; 2^(K - E) from its bits, clamped at
-    // K - E = -bias where pow2_biased gives +0.
+    // kb = K - E + exponent - 2 + bias_magic: the bits of the power of two.
     const B kb = mul_add_magic<A, T>(v, B(C::log2e), magic);
     const B p = poly(cody_waite<A, T>(v, kb - magic));
     return p * pow2_biased<A, T>(xsimd::max(kb, B(C::round_magic)));

@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "config.hpp"
+#include "exp.hpp"
 
 // Inline every call in the function's body (the per-vector functor f of the
 // loop skeletons included): g++ otherwise keeps large lambdas out of line
@@ -231,14 +232,15 @@ struct compensated {
     carry += (big - t) + small;
     total = t;
   }
+  // (mul_normal: a total that becomes negligible is 0, never a subnormal)
   SMAX_INLINE void scale(B f) noexcept {
-    total *= f;
-    carry *= f;
+    total = mul_normal<A, T>(total, f);
+    carry = mul_normal<A, T>(carry, f);
   }
   SMAX_INLINE B value() const noexcept { return total + carry; }
   double sum() const noexcept { return hsum<A>(value()); }
   // sum over lanes of value_i * f_i
-  double dot(B f) const noexcept { return hsum<A>(value() * f); }
+  double dot(B f) const noexcept { return hsum<A>(mul_normal<A, T>(value(), f)); }
 };
 
 template <class A>

@@ -88,14 +88,12 @@ SMAX_INLINE T clamp_floor(T m) noexcept {
 // plain shifted_exp is used.
 template <class A, class T>
 SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, bool reload) noexcept {
-  using B = xsimd::batch<T, A>;
   const T m = reduce_max<A>(x, n);
   if (!is_finite(m)) return softmax_nonfinite(x, y, n, false);
   const auto finish = [&](double s, auto&& normalized) {
     if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
     if (reload) {
-      const B inv(static_cast<T>(1.0 / s));
-      map<A>(y, y, n, [&](B e) { return e * inv; });
+      map<A>(y, y, n, scale_normal<A, T>(static_cast<T>(1.0 / s)));
     } else {
       map<A, staged>(x, y, n, normalized(static_cast<T>(1.0 / s)));
     }
@@ -125,24 +123,12 @@ struct single_pass_limits {
   }
 };
 
-// p * 2^k for integer-valued k <= 127 (float) / 1023 (double), p finite;
-// k below the normal range gives 0 (subnormal on AVX-512).
+// p * 2^k for integer-valued k <= 125 (float) / 1021 (double), |p| in
+// [1/2, 2): 0 where k < min_k_normal (the single-pass sums' terms that far
+// below their lane's reference are negligible), never a subnormal.
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> ldexp_small(xsimd::batch<T, A> p, xsimd::batch<T, A> k) noexcept {
-  using B = xsimd::batch<T, A>;
-  using C = exp_constants<T>;
-#if defined(__AVX512F__)
-  if constexpr (is_avx512_v<A>) {
-    if constexpr (std::is_same<T, float>::value)
-      return _mm512_maskz_scalef_ps(__mmask16(0xFFFF), p, k);
-    else
-      return _mm512_maskz_scalef_pd(__mmask8(0xFF), p, k);
-  }
-#endif
-  // k clamped to min_k - 1 makes the exponent field 0: 2^k reads as +0.
-  // max(c, k), not max(k, c): x86 max returns its second operand for NaN, and
-  // a NaN k must stay NaN (the select in scale_pow2 would turn it into 0).
-  return scale_pow2<A, T>(p, xsimd::max(B(C::min_k - 1), k));
+  return ldexp_normal<A, T>(p, k);
 }
 
 // Online softmax (Milakov & Gimelshein 2018): one pass keeps, per lane, a
@@ -184,10 +170,12 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
       const B nref = xsimd::select(moved, cm, ref);
       const E nex = make_exp(nref);
       const B f = nex(ref);  // e^(ref - nref), exactly 1 where unchanged
-      a0 *= f;
-      a1 *= f;
-      a2 *= f;
-      a3 *= f;
+      // (mul_normal: a lane's old terms far below the new reference become
+      // 0 rather than subnormal products)
+      a0 = mul_normal<A, T>(a0, f);
+      a1 = mul_normal<A, T>(a1, f);
+      a2 = mul_normal<A, T>(a2, f);
+      a3 = mul_normal<A, T>(a3, f);
       total.scale(f);
       ref = nref;
       ex = nex;
@@ -233,15 +221,16 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
 // by a power of two, which is exact. E moves only when a chunk's K exceeds it
 // by more than 16, so terms stay below 2^17.
 //
-// Two ways to form p * 2^(K - E), the same arithmetic otherwise:
-//  * AVX-512: vscalefps(p, K - E).
-//  * elsewhere: the rounding of x log2e adds a per-lane magic number
-//    bias_magic - E, which leaves K - E + bias in the low mantissa bits: one
-//    shift gives 2^(K - E) (pow2_biased) and one fma adds p * 2^(K - E) to
-//    the accumulator. This needs K - E >= -125 (a normal power of two), so x
-//    is clamped per lane at (E - 125) ln2: a term clamped there is below
-//    2^-125 of its lane's largest term, which is in the sum, so the clamp
-//    changes the sum by less than n 2^-125 relative (nothing for n < 2^80).
+// The rounding of x log2e adds a per-lane magic number bias_magic - E,
+// which leaves K - E + bias in the low mantissa bits: one shift gives
+// 2^(K - E) (pow2_biased) and one fma adds p * 2^(K - E) to the
+// accumulator. This needs K - E >= -125 (a normal power of two), so x is
+// clamped per lane at (E - 125) ln2: a term clamped there is below 2^-125 of
+// its lane's largest term, which is in the sum, so the clamp changes the sum
+// by less than n 2^-125 relative (nothing for n < 2^80). Every product is
+// then of normal numbers, which AVX-512's vscalefps(p, K - E) was not: it
+// formed the far terms as subnormals, or underflowed them, each a microcode
+// assist on Intel cores (11x slower on logits reaching that band).
 //
 // Pass 1 of two_pass: sum(e^x 2^-Emax) = s over x[0..n) in one read, with
 // Emax the largest per-lane reference exponent. False (s, Emax unusable)
@@ -254,7 +243,6 @@ SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax) no
   using C = exp_constants<T>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t U = loop_shape<A>::unroll;
-  constexpr bool scalef = is_avx512_v<A>;
   constexpr T slack = T(16);
   constexpr T headroom = T(125);  // K - E >= -headroom keeps 2^(K - E) normal
   const B floor(-L::limit);
@@ -262,7 +250,7 @@ SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax) no
 
   B E = round_to_int<A, T>(B(-L::limit / 2 * C::log2e));
   // Per lane: the clamp of x (see above) and the magic of the rounding.
-  const auto lane_floor = [&](B e) { return scalef ? floor : xsimd::max(floor, (e - B(headroom)) * ln2); };
+  const auto lane_floor = [&](B e) { return xsimd::max(floor, (e - B(headroom)) * ln2); };
   B lo = lane_floor(E);
   B magic = B(C::bias_magic) - E;
   B kmax(-L::limit * C::log2e);  // max K: the range test at the end
@@ -272,44 +260,37 @@ SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax) no
   compensated<A, T> total;
 
   // One iteration: U vectors (the tail: padded with -inf, which clamps to a
-  // term of 0 or below 2^-125 of its lane).
+  // term below 2^-125 of its lane).
   const auto chunk = [&](B* v) {
-    B K[U];  // scalef: K; else K - E + bias_magic
+    B K[U];  // K - E + bias_magic
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) v[u] = xsimd::max(lo, v[u]);  // keeps NaN (see softmax_online)
 #pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u)
-      K[u] = scalef ? round_mul<A, T>(v[u], B(C::log2e)) : mul_add_magic<A, T>(v[u], B(C::log2e), magic);
+    for (std::size_t u = 0; u < U; ++u) K[u] = mul_add_magic<A, T>(v[u], B(C::log2e), magic);
     B km = K[0];
 #pragma GCC unroll 16
     for (std::size_t u = 1; u < U; ++u) km = xsimd::max(km, K[u]);
-    kmax = xsimd::max(kmax, scalef ? km : km - magic);
-    const auto moved = scalef ? km > E + B(slack) : km > B(C::bias_magic + slack);
+    kmax = xsimd::max(kmax, km - magic);
+    const auto moved = km > B(C::bias_magic + slack);
     if (xsimd::any(moved)) {
-      const B nE = xsimd::select(moved, scalef ? km : km - magic, E);
+      const B nE = xsimd::select(moved, km - magic, E);
       const B f = ldexp_small<A, T>(B(T(1)), E - nE);
 #pragma GCC unroll 16
-      for (std::size_t u = 0; u < U; ++u) acc[u] *= f;
+      for (std::size_t u = 0; u < U; ++u) acc[u] = mul_normal<A, T>(acc[u], f);
       total.scale(f);
       E = nE;
-      if (!scalef) {
-        lo = lane_floor(E);
-        magic = B(C::bias_magic) - E;
+      lo = lane_floor(E);
+      magic = B(C::bias_magic) - E;
 #pragma GCC unroll 16
-        for (std::size_t u = 0; u < U; ++u) {
-          v[u] = xsimd::max(lo, v[u]);
-          K[u] = mul_add_magic<A, T>(v[u], B(C::log2e), magic);
-        }
+      for (std::size_t u = 0; u < U; ++u) {
+        v[u] = xsimd::max(lo, v[u]);
+        K[u] = mul_add_magic<A, T>(v[u], B(C::log2e), magic);
       }
     }
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) {
-      if (scalef) {
-        acc[u] += ldexp_small<A, T>(exp_poly<A, T>(cody_waite<A, T>(v[u], K[u])), K[u] - E);
-      } else {
-        const B p = exp_poly<A, T>(cody_waite<A, T>(v[u], K[u] - magic));
-        acc[u] = fma_<A, T>(p, pow2_biased<A, T>(K[u]), acc[u]);
-      }
+      const B p = exp_poly<A, T>(cody_waite<A, T>(v[u], K[u] - magic));
+      acc[u] = fma_<A, T>(p, pow2_biased<A, T>(K[u]), acc[u]);
     }
   };
   const auto flush = [&]() {

@@ -59,7 +59,10 @@ SMAX_INLINE xsimd::batch<T, A> pow2_flush(xsimd::batch<T, A> k) noexcept {
   using C = exp_constants<T>;
   using BI = xsimd::batch<typename C::int_type, A>;
   const B kb = xsimd::max(k, B(T(-C::exponent_bias))) + B(C::round_magic + T(C::exponent_bias));
-  return xsimd::bitwise_cast<B>(xsimd::bitwise_cast<BI>(kb) << C::mantissa_bits);
+  const B p = xsimd::bitwise_cast<B>(xsimd::bitwise_cast<BI>(kb) << C::mantissa_bits);
+  // 0 from min_k_normal + 2 down: every nonzero 2^k is then at least 2^-122,
+  // so |e^x - 1| 2^k (at least 0.22 2^k) is a normal number.
+  return xsimd::select(k < B(C::min_k_normal + T(2)), B(T(0)), p);
 }
 
 // |e^x - 1| 2^-E, for e^x = 2^K (1 + em1) (exp_parts) and a per-lane
@@ -73,8 +76,14 @@ SMAX_INLINE xsimd::batch<T, A> softpick_scaled(xsimd::batch<T, A> em1, xsimd::ba
                                                xsimd::batch<T, A> E, xsimd::batch<T, A> two_e) noexcept {
   using B = xsimd::batch<T, A>;
   const B pk = pow2_flush<A, T>(K - E);
-  const B t = fma_<A, T>(pk, em1, pk - two_e);
-  return xsimd::abs(xsimd::select(K == B(T(0)), em1 * two_e, t));
+  // Unfused (SSE2), pk em1 alone may be tiny: flushed (below 2^-126, under
+  // 2^-4 of the result's 2^-122 scale, outputs far below 1e-30).
+  B t;
+  if constexpr (has_fma_v<A>)
+    t = fma_<A, T>(pk, em1, pk - two_e);
+  else
+    t = mul_normal<A, T>(pk, em1) + (pk - two_e);
+  return xsimd::abs(xsimd::select(K == B(T(0)), mul_normal<A, T>(em1, two_e), t));
 }
 
 // Pass 1: the sum of a_j = |e^(x_j) - 1| as sum * 2^emax, and m = max x;
@@ -110,10 +119,10 @@ SMAX_FLATTEN bool softpick_pass1(const T* x, std::size_t n, double& sum, T& emax
     if (xsimd::any(moved)) {
       const B nE = xsimd::select(moved, km, E);
       const B f = ldexp_small<A, T>(B(T(1)), E - nE);
-      a0 *= f;
-      a1 *= f;
-      a2 *= f;
-      a3 *= f;
+      a0 = mul_normal<A, T>(a0, f);
+      a1 = mul_normal<A, T>(a1, f);
+      a2 = mul_normal<A, T>(a2, f);
+      a3 = mul_normal<A, T>(a3, f);
       total.scale(f);
       E = nE;
       two_e = pow2_flush<A, T>(-E);
@@ -215,8 +224,8 @@ void softpick_huge(const T* x, T* y, std::size_t n, T eps, T m) noexcept {
   using B = xsimd::batch<T, A>;
   with_shifted_exp<A>(m, [&](auto ex) {
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
-    const B inv(static_cast<T>(1.0 / (s + static_cast<double>(eps))));
-    map<A, staged>(x, y, n, [ex, inv](B v) { return ex(v) * inv; });
+    const scale_normal<A, T> inv(static_cast<T>(1.0 / (s + static_cast<double>(eps))));
+    map<A, staged>(x, y, n, [ex, inv](B v) { return inv(ex(v)); });
   });
 }
 
@@ -236,13 +245,14 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
   if (den == 0) return fill(y, n, T(0));  // every x is 0 or -inf, eps = 0
   if (!(1.0 / den <= softpick_inv_max)) return softpick_scalar(x, y, n, eps);
   // y = |e^x - 1| 2^-Emax / den for x > 0 (K >= 0 there), else 0.
-  const B inv(static_cast<T>(1.0 / den)), eb(emax), zero(T(0));
+  const scale_normal<A, T> inv(static_cast<T>(1.0 / den));
+  const B eb(emax), zero(T(0));
   const B two_e = pow2_flush<A, T>(-eb);
   const B floor(-single_pass_limits<T>::limit);
   map<A>(x, y, n, [=](B v) {
     B em1, K;
     exp_parts<A, T>(xsimd::max(floor, v), em1, K);
-    return xsimd::select(v > zero, softpick_scaled<A, T>(em1, K, eb, two_e) * inv, zero);
+    return inv(xsimd::select(v > zero, softpick_scaled<A, T>(em1, K, eb, two_e), zero));
   });
 }
 
@@ -258,7 +268,7 @@ template <class A, class T>
 void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T eps) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  const double dot = sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; });
+  const double dot = sum_map2<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); });
   double sum;
   T emax, m;
   // dx may alias x: locate the first argmax before anything is written.
@@ -273,6 +283,8 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
     // dy - dot overflows and the result need not (found by fuzz_variants:
     // dy = -DBL_MAX, dot = 0.6 DBL_MAX, e = 1/15).
     const B gd(finite_mean<T>(dot));
+    // (e lanes whose products could fall below the normal range are 0)
+    e = keep_if_normal_product<A, T>(e, xsimd::max(xsimd::abs(g), xsimd::abs(gd)));
     const B ed = e * gd, h = g - gd;
     const B pos = xsimd::select(xsimd::abs(h) < B(std::numeric_limits<T>::infinity()), e * h, xsimd::fms(e, g, ed));
     return xsimd::select(v > zero, pos, xsimd::select(v < zero, ed, zero));
@@ -299,7 +311,8 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
     }
     const std::size_t k = m > T(0) ? first_argmax() : n;
     // e^(x - M) / D = e^x 2^-Emax / den = p 2^(K - Emax) * inv.
-    const B invb(static_cast<T>(inv)), eb(emax);
+    const scale_normal<A, T> invb(static_cast<T>(inv));
+    const B eb(emax);
     const B floor(-single_pass_limits<T>::limit);
     // Where 2^(K - Emax) is near or below the bottom of the normal range, e
     // alone would underflow although e dot may not (dy near the largest T:
@@ -313,9 +326,9 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
       extexp<A, T>(xsimd::max(floor, v), p, K);
       const auto low = (K - eb) < deep;
       const B sh = xsimd::select(low, deep - (K - eb), zero);
-      const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, ldexp_small<A, T>(p, K - eb + sh) * invb);
+      const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, invb(ldexp_small<A, T>(p, K - eb + sh)));
       const B r = combine(v, g, e);
-      return xsimd::any(low) ? xsimd::select(low, ldexp_small<A, T>(r, -sh), r) : r;
+      return xsimd::any(low) ? xsimd::select(low, ldexp_flush<A, T>(r, -sh), r) : r;
     });
     if (k < n) {
       const double term = static_cast<double>(eps) * softpick_eM_scaled(emax, m) * inv * dot;
@@ -337,8 +350,8 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
     with_shifted_exp<A>(m, [&](auto ex) {
       const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
       const double den = s + static_cast<double>(eps);
-      const B invb(static_cast<T>(1.0 / den));
-      map2<A>(x, dy, dx, n, [&](B v, B g) { return combine(v, g, ex(v) * invb); });
+      const scale_normal<A, T> invb(static_cast<T>(1.0 / den));
+      map2<A>(x, dy, dx, n, [&](B v, B g) { return combine(v, g, invb(ex(v))); });
       if (k < n) dx[k] = static_cast<T>(static_cast<double>(dx[k]) - static_cast<double>(eps) / den * dot);
     });
   }

@@ -88,10 +88,10 @@ SMAX_FLATTEN ext_pass1 ext_sum_loop(std::size_t n, T e0, T kfloor, Get&& get, Te
     if (xsimd::any(moved)) {
       const B nE = xsimd::select(moved, km, E);
       const B f = ldexp_small<A, T>(B(T(1)), E - nE);
-      a0 *= f;
-      a1 *= f;
-      a2 *= f;
-      a3 *= f;
+      a0 = mul_normal<A, T>(a0, f);
+      a1 = mul_normal<A, T>(a1, f);
+      a2 = mul_normal<A, T>(a2, f);
+      a3 = mul_normal<A, T>(a3, f);
       total.scale(f);
       E = nE;
     }
@@ -284,8 +284,8 @@ SMAX_INLINE xsimd::batch<T, A> ldexp_or_zero(xsimd::batch<T, A> p, xsimd::batch<
 // microcode assist on x86: ssmax with a large scale, a quarter of whose
 // outputs were subnormal, ran 3.4x slower.) The scale's mantissa goes into
 // the polynomial's coefficients (scaled_poly), its exponent into the power
-// of two: p * mantissa is in [0.7, 2.9), so k >= min_k + 1 gives a normal
-// result.
+// of two: p * mantissa is in [0.7, 2.9) (value's t * mantissa in
+// [0.35, 4)), so k >= min_k_normal gives a normal result.
 template <class A, class T>
 struct normal_scale {
   using B = xsimd::batch<T, A>;
@@ -297,15 +297,14 @@ struct normal_scale {
     return static_cast<T>(2 * std::frexp(scale, &e));  // scale = m 2^e, m in [0.5, 1)
   }
   normal_scale(double scale, T emax) noexcept
-      : poly(mantissa(scale)), mant(mantissa(scale)), shift(T(0)), cut(T(C::min_k + 1)) {
+      : poly(mantissa(scale)), mant(mantissa(scale)), shift(T(0)), cut(T(C::min_k_normal)) {
     int e = 0;
     std::frexp(scale, &e);
     shift = B(static_cast<T>(e - 1) - emax);
   }
   // e^d 2^(K - emax) * scale
   SMAX_INLINE B operator()(B d, B K) const noexcept { return ldexp_or_zero<A, T>(poly(d), K + shift, cut); }
-  // t 2^(K - emax) * scale, for t in [0.35, 2) (smaller t may round
-  // through a subnormal: correct, only slower)
+  // t 2^(K - emax) * scale, for t in [0.35, 2)
   SMAX_INLINE B value(B t, B K) const noexcept { return ldexp_or_zero<A, T>(t * mant, K + shift, cut); }
 };
 
@@ -391,8 +390,8 @@ void scaled_softmax_three_pass(const T* x, T* y, std::size_t n, T c) noexcept {
   const auto f = [ex, cb, mb](B v) { return ex(cb * (v - mb)); };
   const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, f);
   if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
-  const B inv(static_cast<T>(1.0 / s));
-  map<A, staged>(x, y, n, [f, inv](B v) { return f(v) * inv; });
+  const scale_normal<A, T> inv(static_cast<T>(1.0 / s));
+  map<A, staged>(x, y, n, [f, inv](B v) { return inv(f(v)); });
 }
 
 // softmax(c x) for any finite c.

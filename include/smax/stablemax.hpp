@@ -112,8 +112,8 @@ void stablemax_robust(const T* x, T* y, std::size_t n) noexcept {
   if (m == -std::numeric_limits<T>::infinity()) return fill(y, n, T(0));  // all -inf
   with_stable_ratio<A, T>(m, [&](auto ratio) {
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ratio);
-    const B inv(static_cast<T>(1.0 / s));
-    map<A>(x, y, n, [ratio, inv](B v) { return ratio(v) * inv; });
+    const scale_normal<A, T> inv(static_cast<T>(1.0 / s));
+    map<A>(x, y, n, [ratio, inv](B v) { return inv(ratio(v)); });
   });
 }
 

@@ -1,0 +1,193 @@
+// No subnormal arithmetic (exp.hpp): on logits whose exponentials reach
+// below the smallest normal number (normal(0, 20), uniform(+-150) floats;
+// uniform(+-1500) doubles), every kernel of the family
+//   * writes no subnormal output (each is 0 or at least the smallest normal),
+//   * gives the same bits with FTZ/DAZ set as without (x86): FTZ/DAZ change
+//     only operations that form or read subnormals, so equal bits on such
+//     inputs mean that none of those reached the results, and
+//   * stays within the accuracy contract (softmax against long double).
+// The speed side (an Intel core takes a microcode assist per subnormal
+// operation) is measured by bench/bench_subnormal.cpp.
+#include <functional>
+
+#include "common.hpp"
+
+#if defined(__SSE2__)
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+#endif
+
+namespace {
+
+using smax::algorithm;
+
+// Sets FTZ/DAZ for the scope on x86 (false elsewhere: nothing to compare).
+struct fp_flush_scope {
+  explicit fp_flush_scope(bool on) {
+#if defined(__SSE2__)
+    saved = _mm_getcsr();
+    if (on) _mm_setcsr(saved | 0x8040);  // FTZ (bit 15) | DAZ (bit 6)
+#else
+    (void)on;
+#endif
+  }
+  ~fp_flush_scope() {
+#if defined(__SSE2__)
+    _mm_setcsr(saved);
+#endif
+  }
+  unsigned saved = 0;
+};
+
+constexpr bool have_ftz =
+#if defined(__SSE2__)
+    true;
+#else
+    false;
+#endif
+
+template <class T>
+std::vector<T> wide_logits(std::size_t n, int kind, std::uint64_t seed) {
+  const double w = sizeof(T) == 4 ? 150.0 : 1500.0;
+  if (kind == 0) return smax_test::normal<T>(n, sizeof(T) == 4 ? 20.0 : 200.0, seed);
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> d(-w, w);
+  std::vector<T> x(n);
+  for (auto& v : x) v = static_cast<T>(d(g));
+  return x;
+}
+
+template <class T>
+using kernel_fn = std::function<void(const std::vector<T>& x, const std::vector<T>& y, const std::vector<T>& dy,
+                                     std::vector<T>& out)>;
+
+template <class T>
+std::vector<std::pair<std::string, kernel_fn<T>>> kernels() {
+  namespace d = smax::dynamic;
+  using V = std::vector<T>;
+  std::vector<std::pair<std::string, kernel_fn<T>>> k;
+  for (algorithm a : smax_test::algorithms())
+    k.emplace_back(std::string("softmax/") + smax_test::algorithm_name(a),
+                   [a](const V& x, const V&, const V&, V& o) { d::softmax(x.data(), o.data(), x.size(), a); });
+  k.emplace_back("log_softmax", [](const V& x, const V&, const V&, V& o) { d::log_softmax(x.data(), o.data(), x.size()); });
+  k.emplace_back("softmax_backward",
+                 [](const V&, const V& y, const V& dy, V& o) { d::softmax_backward(y.data(), dy.data(), o.data(), y.size()); });
+  k.emplace_back("log_softmax_backward", [](const V& x, const V&, const V& dy, V& o) {
+    V ly(x.size());
+    d::log_softmax(x.data(), ly.data(), x.size());
+    d::log_softmax_backward(ly.data(), dy.data(), o.data(), x.size());
+  });
+  k.emplace_back("sparsemax", [](const V& x, const V&, const V&, V& o) { d::sparsemax(x.data(), o.data(), x.size()); });
+  k.emplace_back("entmax15", [](const V& x, const V&, const V&, V& o) { d::entmax15(x.data(), o.data(), x.size()); });
+  k.emplace_back("entmax_bisect(1.25)",
+                 [](const V& x, const V&, const V&, V& o) { d::entmax_bisect(x.data(), o.data(), x.size(), T(1.25)); });
+  k.emplace_back("entmax_backward", [](const V& x, const V&, const V& dy, V& o) {
+    V e(x.size());
+    d::entmax15(x.data(), e.data(), x.size());
+    d::entmax_backward(e.data(), dy.data(), o.data(), x.size(), T(1.5));
+  });
+  k.emplace_back("stablemax", [](const V& x, const V&, const V&, V& o) { d::stablemax(x.data(), o.data(), x.size()); });
+  k.emplace_back("log_stablemax",
+                 [](const V& x, const V&, const V&, V& o) { d::log_stablemax(x.data(), o.data(), x.size()); });
+  k.emplace_back("stablemax_backward", [](const V& x, const V&, const V& dy, V& o) {
+    d::stablemax_backward(x.data(), dy.data(), o.data(), x.size());
+  });
+  k.emplace_back("softpick", [](const V& x, const V&, const V&, V& o) { d::softpick(x.data(), o.data(), x.size()); });
+  k.emplace_back("softpick_backward", [](const V& x, const V&, const V& dy, V& o) {
+    V p(x.size());
+    d::softpick(x.data(), p.data(), x.size());
+    d::softpick_backward(x.data(), p.data(), dy.data(), o.data(), x.size());
+  });
+  k.emplace_back("ssmax", [](const V& x, const V&, const V&, V& o) { d::ssmax(x.data(), o.data(), x.size(), T(0.3)); });
+  k.emplace_back("gumbel_softmax",
+                 [](const V& x, const V&, const V&, V& o) { d::gumbel_softmax(x.data(), o.data(), x.size(), T(0.5), 11); });
+  k.emplace_back("batched softmax", [](const V& x, const V&, const V&, V& o) {
+    const std::size_t rows = 4, cols = x.size() / 4;
+    d::softmax(smax::matrix_view<const T>(x.data(), rows, cols), smax::matrix_view<T>(o.data(), rows, cols));
+  });
+  k.emplace_back("batched log_softmax", [](const V& x, const V&, const V&, V& o) {
+    const std::size_t rows = 4, cols = x.size() / 4;
+    d::log_softmax(smax::matrix_view<const T>(x.data(), rows, cols), smax::matrix_view<T>(o.data(), rows, cols));
+  });
+  return k;
+}
+
+template <class T>
+bool is_subnormal(T v) {
+  return v != T(0) && std::fabs(v) < std::numeric_limits<T>::min();
+}
+
+template <class T>
+void check_all() {
+  for (const std::string& isa : smax_test::isas()) {
+    smax_test::use_isa scope(isa);
+    for (int kind = 0; kind < 2; ++kind) {
+      for (std::size_t n : {std::size_t(4100), std::size_t(65540)}) {
+        const std::vector<T> x = wide_logits<T>(n, kind, 1000 + n + kind);
+        std::vector<T> y(n), dy = smax_test::normal<T>(n, 1.0, 77 + n);
+        for (std::size_t i = 0; i < n; i += 7) dy[i] = T(0);
+        smax::dynamic::softmax(x.data(), y.data(), n);
+        for (const auto& kv : kernels<T>()) {
+          CAPTURE(isa, kv.first, kind, n);
+          std::vector<T> ieee(n), flushed(n);
+          kv.second(x, y, dy, ieee);
+          std::size_t n_sub = 0, n_small = 0;
+          for (T v : ieee) {
+            n_sub += is_subnormal(v);
+            n_small += (v != T(0) && std::fabs(v) < T(1e-30));
+          }
+          CHECK(n_sub == 0);
+          if (have_ftz) {
+            {
+              fp_flush_scope ftz(true);
+              kv.second(x, y, dy, flushed);
+            }
+            std::size_t diff = 0;
+            for (std::size_t i = 0; i < n; ++i) diff += std::memcmp(&ieee[i], &flushed[i], sizeof(T)) != 0;
+            CHECK(diff == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (float)", "[subnormal]") { check_all<float>(); }
+TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (double)", "[subnormal]") { check_all<double>(); }
+
+// The accuracy contract on such logits: outputs above 1e-30 within the
+// per-element bound against long double, the rest (0 included) within 1e-30
+// absolute; the sum within 1e-6.
+TEMPLATE_TEST_CASE("softmax accuracy on logits reaching the subnormal band", "[subnormal][accuracy]", float) {
+  using T = TestType;
+  for (const std::string& isa : smax_test::isas()) {
+    smax_test::use_isa scope(isa);
+    for (int kind = 0; kind < 2; ++kind) {
+      const std::size_t n = 65537;
+      const std::vector<T> x = wide_logits<T>(n, kind, 5 + kind);
+      const std::vector<long double> ref = smax_test::ref_softmax(x);
+      const T m = *std::max_element(x.begin(), x.end());
+      for (algorithm a : smax_test::algorithms()) {
+        CAPTURE(isa, kind, smax_test::algorithm_name(a));
+        std::vector<T> y(n);
+        smax::dynamic::softmax(x.data(), y.data(), n, a);
+        long double sum = 0;
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          sum += y[i];
+          const long double err = std::fabs(static_cast<long double>(y[i]) - ref[i]);
+          if (ref[i] > 1e-30L) {
+            const long double bound = (1e-6L + std::fabs(static_cast<long double>(x[i]) - m) * 0x1p-24L) * ref[i];
+            bad += !(err <= bound);
+          } else {
+            bad += !(err <= 1e-30L);
+          }
+        }
+        CHECK(bad == 0);
+        CHECK(std::fabs(sum - 1.0L) <= 1e-6L);
+      }
+    }
+  }
+}
