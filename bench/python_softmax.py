@@ -1,17 +1,25 @@
-"""smax.softmax from Python against the C++ batched call and torch.softmax.
+"""smax.softmax from Python against the C++ batched call and torch's softmax.
 
     PYTHONPATH=<build>/python /usr/bin/python3 bench/python_softmax.py [--rows 4096] [--cols 32768] [--reps 7]
 
-One thread everywhere (torch.set_num_threads(1); smax threads=None). Per
-repetition, in turn: smax.softmax(x, out=y) (the Python module: argument
-handling, then the C API's batched call with the GIL released);
-smax._smax.softmax(x, y, 0, 1) (the compiled binding alone); the C API
-batched call through ctypes (libsmax_c.so, when found: SMAX_C_LIB or the
-build trees) -- that is the C++ batched call (smax::dynamic::softmax over a
-matrix_view) plus one C frame; torch softmax on the same
-buffers (torch.softmax has no out=: its kernel's out variant,
-aten._softmax.out); and both allocating their output. Prints medians (ms), ratios, and the ISA. Needs 2 x rows x cols x 4
-bytes (1 GiB by default) plus torch's output.
+One thread everywhere (torch.set_num_threads(1); smax threads=None), float32,
+the contenders interleaved in every repetition, medians reported:
+
+  smax.softmax(x, out=y)       the Python module: argument handling, then the
+                               C API's batched call with the GIL released
+  binding alone                smax._smax.softmax(x, y, 0, 1), no Python layer
+  C batched call               smax_softmax_batched_f32 from libsmax_c.so via
+                               ctypes (SMAX_C_LIB, or found in build/*/src):
+                               the C++ batched call (smax::dynamic::softmax
+                               over matrix_views) behind one C frame
+  torch softmax, out=          aten._softmax.out into a preallocated tensor
+                               (torch.softmax itself has no out=)
+  ... (allocates)              smax.softmax(x) and torch.softmax(x, -1), each
+                               allocating its 512 MiB output (page faults
+                               included)
+
+Needs about 2 GiB at the default size. ATEN_CPU_CAPABILITY=avx512 makes
+torch use its AVX-512 kernels (it defaults to AVX2 on these CPUs).
 """
 import argparse
 import ctypes
