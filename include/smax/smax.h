@@ -2,8 +2,9 @@
  * any language that calls C (Rust, Julia, Go, C#, Python's ctypes).
  *
  * Link the compiled library smax_c (shared or static):
- *     cc app.c $(pkg-config --cflags --libs smax)          (shared)
- *     cc app.c $(pkg-config --cflags --libs --static smax) (static: also the C++ runtime)
+ *     cc app.c $(pkg-config --cflags --libs smax)                              (shared)
+ *     cc app.c $(pkg-config --cflags smax) "$(pkg-config --variable=libdir smax)/libsmax_c.a" \
+ *        -lstdc++ -lm -pthread                                                  (static)
  * or in CMake: find_package(smax) then target_link_libraries(app smax::smax_c)
  * (smax::smax_c_static for the static archive).
  *
