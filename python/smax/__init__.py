@@ -118,7 +118,7 @@ def _rows(a):
     n = a.shape[-1]
     if a.ndim == 0:
         return None
-    if n > 1 and a.strides[-1] != a.itemsize:
+    if (n > 1 and a.strides[-1] != a.itemsize) or not a.flags.aligned:
         return None
     v = a.view()
     try:
@@ -172,12 +172,11 @@ def _apply(kernel, inputs, axis, out, threads, scalars=()):
     rows_in = []
     for a in moved:
         r = _rows(a)
-        # An input that overlaps out without being exactly out is read from a
-        # copy (ascontiguousarray would return a contiguous input itself).
-        if out is not None and _np.may_share_memory(a, o_moved) and not _same_view(a, o_moved):
+        # A layout the kernels cannot take, or an input that overlaps out
+        # without being exactly out, is read from a fresh (aligned, C-order)
+        # copy; ascontiguousarray could return the input itself.
+        if r is None or (out is not None and _np.may_share_memory(a, o_moved) and not _same_view(a, o_moved)):
             r = _rows(_np.array(a, order="C", copy=True))
-        elif r is None:
-            r = _rows(_np.ascontiguousarray(a))
         rows_in.append(r)
     o_rows = _rows(o_moved)
     if first.size:

@@ -245,6 +245,18 @@ def test_out_and_in_place_no_copy(rng, dtype):
     np.testing.assert_array_equal(buf[1:], want)
 
 
+def test_unaligned_buffers(rng):
+    raw = bytearray(4 * 65 + 1)
+    x = np.frombuffer(raw, np.float32, count=64, offset=1)  # not aligned to 4 bytes
+    assert not x.flags.aligned
+    x[...] = logits(rng, 64, np.float32)  # (a writable buffer)
+    want = smax.softmax(x.copy())
+    np.testing.assert_array_equal(smax.softmax(x), want)
+    out = np.frombuffer(bytearray(4 * 65 + 1), np.float32, count=64, offset=1)
+    smax.softmax(x, out=out)
+    np.testing.assert_array_equal(out, want)
+
+
 def test_buffer_protocol_and_dlpack(rng):
     vals = [0.5, -1.0, 3.0, 2.0]
     want = smax.softmax(np.array(vals, np.float32))
