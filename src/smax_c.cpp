@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include <smax/dynamic.hpp>
 #include <smax/parallel.hpp>
@@ -57,7 +58,13 @@ void need(const void* p, std::size_t n, const char* fn, const char* name) {
   if (n && !p) throw std::invalid_argument(std::string("smax_") + fn + ": " + name + " is NULL");
 }
 
-smax::algorithm to_algorithm(smax_algorithm a, const char* fn) {
+// Takes the parameter's address: a C caller may pass any int, and in C++
+// reading an enum object whose value lies outside the enum's range is
+// undefined (UBSan's -fsanitize=enum); its bytes are read as an integer.
+smax::algorithm to_algorithm(const smax_algorithm* p, const char* fn) {
+  std::underlying_type_t<smax_algorithm> a;
+  static_assert(sizeof a == sizeof *p, "smax_algorithm's size");
+  std::memcpy(&a, p, sizeof a);
   switch (a) {
     case SMAX_AUTOMATIC: return smax::algorithm::automatic;
     case SMAX_THREE_PASS_RECOMPUTE: return smax::algorithm::three_pass_recompute;
@@ -157,7 +164,7 @@ uint64_t smax_gumbel_row_seed(uint64_t seed, uint64_t r) { return smax::gumbel_r
 
 #define SMAX_C_DEFINE(T, S, sfx)                                                                                  \
   SMAX_C_XY(softmax, sfx, (const T* x, T* y, size_t n, smax_algorithm a),                                          \
-            (x, y, n, to_algorithm(a, "softmax_" #sfx)))                                                           \
+            (x, y, n, to_algorithm(&a, "softmax_" #sfx)))                                                           \
   SMAX_C_XY(log_softmax, sfx, SMAX_C_X(T), (x, y, n))                                                              \
   SMAX_C_XY(sparsemax, sfx, SMAX_C_X(T), (x, y, n))                                                                \
   SMAX_C_XY(entmax15, sfx, SMAX_C_X(T), (x, y, n))                                                                 \
@@ -195,7 +202,7 @@ uint64_t smax_gumbel_row_seed(uint64_t seed, uint64_t r) { return smax::gumbel_r
   SMAX_C_BATCHED(softmax, sfx,                                                                                     \
                  (const T* x, size_t ldx, T* y, size_t ldy, size_t rows, size_t cols,                              \
                   smax_algorithm a, size_t threads),                                                               \
-                 (view(x, ldx, rows, cols), view(y, ldy, rows, cols), to_algorithm(a, "softmax_batched_" #sfx),    \
+                 (view(x, ldx, rows, cols), view(y, ldy, rows, cols), to_algorithm(&a, "softmax_batched_" #sfx),    \
                   executor_for(threads)))                                                                          \
   SMAX_C_XY_BATCHED(log_softmax, T, sfx)                                                                           \
   SMAX_C_XY_BATCHED(sparsemax, T, sfx)                                                                             \

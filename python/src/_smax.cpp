@@ -126,6 +126,8 @@ PYBIND11_MODULE(_smax, m) {
   m.def("gumbel_row_seed", [](std::uint64_t seed, std::uint64_t r) { return smax_gumbel_row_seed(seed, r); });
 
   m.def("softmax", [](py::array x, py::array y, int algorithm, std::size_t threads) {
+    // (a value outside the enum's range may not even be formed in C++)
+    if (algorithm < SMAX_AUTOMATIC || algorithm > SMAX_ONLINE) throw py::value_error("algorithm out of range");
     by_dtype(x, "x", [&](auto tag) {
       using T = decltype(tag);
       const auto X = rows_view<T>(x, "x", false);
