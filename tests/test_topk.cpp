@@ -276,8 +276,12 @@ std::vector<ld> ref_filtered(const std::vector<T>& x, const smax::sampling& s) {
 // Draws `count` indices at offsets 0 .. count-1; each must be in the kept
 // set; returns the chi-square statistic against `ref` over bins of
 // expected count >= 5 (the rest pooled), and its degrees of freedom.
+struct chi2 {
+  double stat, df;
+};
+
 template <class T>
-std::pair<double, double> chi_square(const std::vector<T>& x, const smax::sampling& s, std::size_t count,
+chi2 chi_square(const std::vector<T>& x, const smax::sampling& s, std::size_t count,
                                      std::uint64_t seed) {
   const auto ref = ref_filtered(x, s);
   std::vector<double> seen(x.size(), 0);
@@ -332,8 +336,8 @@ void sample_distribution_body() {
     INFO(type_name<T>() << " T=" << s.temperature << " top_k=" << s.top_k << " top_p=" << s.top_p
                         << " min_p=" << s.min_p);
     const auto r = chi_square(x, s, 8000, 1234);
-    // About p = 1e-6 for the chi-square with r.second degrees of freedom.
-    CHECK(r.first < r.second + 7 * std::sqrt(2 * r.second) + 20);
+    // About p = 1e-6 for the chi-square with r.df degrees of freedom.
+    CHECK(r.stat < r.df + 7 * std::sqrt(2 * r.df) + 20);
   }
   // Long rows: the block walk (top_p = 1) and the growing selection
   // (top_p < 1, top_k = 0) over several blocks and selections.
@@ -342,7 +346,7 @@ void sample_distribution_body() {
   for (const auto& s : {make(1.0f, 0, 1.0f, 0.0f), make(1.0f, 0, 1.0f, 0.01f), make(1.0f, 0, 0.7f, 0.0f)}) {
     INFO(type_name<T>() << " n=5000 top_p=" << s.top_p << " min_p=" << s.min_p);
     const auto r = chi_square(big, s, 3000, 99);
-    CHECK(r.first < r.second + 7 * std::sqrt(2 * r.second) + 20);
+    CHECK(r.stat < r.df + 7 * std::sqrt(2 * r.df) + 20);
   }
 }
 

@@ -314,12 +314,14 @@ std::size_t sample_all(const T* x, std::size_t n, const sampling& s, T m, double
         if (static_cast<std::size_t>(kb[j]) == bstar) edge.push_back({{x[b0 + j], b0 + j}, static_cast<double>(wb[j])});
     }
     std::sort(edge.begin(), edge.end(), [](const entry& a, const entry& b) { return ranks_before(a.e, b.e); });
-    std::size_t last = 0;
-    double acc = before;
-    while (last + 1 < edge.size() && (acc += edge[last].w) < need) ++last;
-    xb = edge[last].e.v;
-    for (std::size_t j = last + 1; j < edge.size() && edge[j].e.v == xb; ++j) dropped.push_back(edge[j].e.i);
-    std::sort(dropped.begin(), dropped.end());
+    if (!edge.empty()) {  // (empty only if rounding left the mass short of need: keep all)
+      std::size_t last = 0;
+      double acc = before;
+      while (last + 1 < edge.size() && (acc += edge[last].w) < need) ++last;
+      xb = edge[last].e.v;
+      for (std::size_t j = last + 1; j < edge.size() && edge[j].e.v == xb; ++j) dropped.push_back(edge[j].e.i);
+      std::sort(dropped.begin(), dropped.end());
+    }
   }
 
   // Block b's kept weights into wb (0 where not kept, w < min_p included),
