@@ -22,8 +22,10 @@
 // sample: weights w_i = e^((x_i - m) / T) (m = max, so the top weight is 1).
 //  * top_k > 0 (below n): select the top_k, weights in double, then top_p
 //    (a prefix of the sorted candidates) and min_p (w >= min_p) on them.
-//  * top_k = 0, top_p < 1: the sum of all weights (one exp pass), then the
-//    top 1024, 8192, ... by selection until their mass reaches top_p of it.
+//  * top_k = 0, top_p < 1: a histogram of the mass over buckets of
+//    log-weight (one exp pass) gives the bucket where the nucleus ends; only
+//    that bucket's entries are collected and sorted (a second pass), which
+//    fixes the boundary entry. Then as below, with the kept set cut there.
 //  * top_k = 0, top_p = 1: no order is needed: the kept set is w >= min_p;
 //    one exp pass for its mass, and a second, by blocks, until the draw's
 //    point is passed.
