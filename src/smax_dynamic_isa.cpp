@@ -24,6 +24,10 @@ kernel_table<T> make_table() noexcept {
   t.batched_##name = +[] params { return smax::name(Arch{}, SMAX_EXPAND args); };
   SMAX_BATCHED_FUNCTIONS(T, SMAX_BATCHED_ENTRY)
 #undef SMAX_BATCHED_ENTRY
+#define SMAX_VALUE_ENTRY(ret, name, params, args) \
+  t.name = +[] params -> ret { return smax::name(Arch{}, SMAX_EXPAND args); };
+  SMAX_VALUE_FUNCTIONS(T, SMAX_VALUE_ENTRY)
+#undef SMAX_VALUE_ENTRY
   return t;
 }
 

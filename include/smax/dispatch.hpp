@@ -9,6 +9,7 @@
 
 #include "config.hpp"
 #include "batched.hpp"
+#include "sampling.hpp"
 
 // X(name, parameter list, argument list) for element type T.
 #define SMAX_FUNCTIONS(T, X)                                                  \
@@ -28,7 +29,8 @@
   X(sparsemax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
   X(entmax_backward, (const T* y, const T* dy, T* dx, std::size_t n, T alpha), (y, dy, dx, n, alpha)) \
   X(softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
-  X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n))
+  X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
+  X(topk_softmax, (const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index), (x, n, k, probs, index))
 
 // The batched (matrix) overloads: same names as above, so the table stores
 // them as batched_<name>.
@@ -48,7 +50,14 @@
   X(sparsemax_backward, (matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (y, dy, dx, ex)) \
   X(entmax_backward, (matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T alpha, executor* ex), (y, dy, dx, alpha, ex)) \
   X(stablemax_backward, (matrix_view<const T> x, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (x, dy, dx, ex)) \
-  X(softpick_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T eps, executor* ex), (x, y, dy, dx, eps, ex))
+  X(softpick_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T eps, executor* ex), (x, y, dy, dx, eps, ex)) \
+  X(topk_softmax, (matrix_view<const T> x, std::size_t k, matrix_view<T> probs, matrix_view<std::uint32_t> index, executor* ex), (x, k, probs, index, ex)) \
+  X(sample, (matrix_view<const T> logits, std::size_t* out, const sampling& s, std::uint64_t seed, std::uint64_t offset, executor* ex), (logits, out, s, seed, offset, ex))
+
+// Functions that return a value: X(return type, name, parameter list,
+// argument list); the table stores them under their own name.
+#define SMAX_VALUE_FUNCTIONS(T, X) \
+  X(std::size_t, sample, (const T* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset), (logits, n, s, seed, offset))
 
 // X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -75,6 +84,9 @@ struct kernel_table {
 #define SMAX_BATCHED_FIELD(name, params, args) void(*batched_##name) params;
   SMAX_BATCHED_FUNCTIONS(T, SMAX_BATCHED_FIELD)
 #undef SMAX_BATCHED_FIELD
+#define SMAX_VALUE_FIELD(ret, name, params, args) ret(*name) params;
+  SMAX_VALUE_FUNCTIONS(T, SMAX_VALUE_FIELD)
+#undef SMAX_VALUE_FIELD
 };
 
 struct isa_tables {

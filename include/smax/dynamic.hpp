@@ -14,6 +14,7 @@
 
 #include "batched.hpp"
 #include "config.hpp"
+#include "sampling.hpp"
 
 namespace smax {
 namespace dynamic {
@@ -104,6 +105,21 @@ void log_softmax(matrix_view<const double> x, matrix_view<double> y, executor* e
 SMAX_DYNAMIC_BATCHED_DECLS(float, 0.0f)
 SMAX_DYNAMIC_BATCHED_DECLS(double, 0.0)
 #undef SMAX_DYNAMIC_BATCHED_DECLS
+
+// Top-k softmax and sampling (see smax.hpp, "top-k and sampling").
+void topk_softmax(const float* x, std::size_t n, std::size_t k, float* probs, std::uint32_t* index);
+void topk_softmax(const double* x, std::size_t n, std::size_t k, double* probs, std::uint32_t* index);
+std::size_t sample(const float* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset = 0);
+std::size_t sample(const double* logits, std::size_t n, const sampling& s, std::uint64_t seed,
+                   std::uint64_t offset = 0);
+void topk_softmax(matrix_view<const float> x, std::size_t k, matrix_view<float> probs,
+                  matrix_view<std::uint32_t> index, executor* ex = nullptr);
+void topk_softmax(matrix_view<const double> x, std::size_t k, matrix_view<double> probs,
+                  matrix_view<std::uint32_t> index, executor* ex = nullptr);
+void sample(matrix_view<const float> logits, std::size_t* out, const sampling& s, std::uint64_t seed,
+            std::uint64_t offset = 0, executor* ex = nullptr);
+void sample(matrix_view<const double> logits, std::size_t* out, const sampling& s, std::uint64_t seed,
+            std::uint64_t offset = 0, executor* ex = nullptr);
 
 }  // namespace dynamic
 }  // namespace smax
