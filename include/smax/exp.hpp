@@ -214,7 +214,7 @@ SMAX_INLINE xsimd::batch<T, A> mul_add_magic(xsimd::batch<T, A> v, xsimd::batch<
 // 2^K from Kb = K + bias_magic (+ any offset folded into the magic), an
 // exact integer-valued T: the low mantissa bits K + bias moved into the
 // exponent field. Valid for K + bias in [1, 2 bias]; K + bias = 0 gives +0.
-// One shift, where scale_pow2 needs an add, a shift and another add.
+// One shift; the callers clamp Kb first so that the field never goes below 0.
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> pow2_biased(xsimd::batch<T, A> Kb) noexcept {
   using C = exp_constants<T>;
