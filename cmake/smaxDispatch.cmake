@@ -58,4 +58,7 @@ function(smax_add_dynamic_dispatch target)
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
   endforeach()
   target_link_libraries(${target} PRIVATE smax::smax)
+  # The object libraries, for a caller that builds a second library from the
+  # same objects (src/CMakeLists.txt: smax_c's static twin).
+  set_property(TARGET ${target} APPEND PROPERTY SMAX_DISPATCH_OBJECT_LIBRARIES ${objs})
 endfunction()

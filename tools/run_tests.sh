@@ -20,6 +20,11 @@
 #            capped at 128K (SMAX_TEST_MAX_N: QEMU emulates long double, the
 #            references' type, in software); the examples are left to release
 #            and clang
+#   bindings g++ -O2, warnings as errors: the C API (tests/c_api: every
+#            function from C, bit for bit against the C++ calls, linked shared,
+#            static, and with `cc $(pkg-config --cflags --libs smax)` against
+#            an install prefix) and the Python module (pytest: python/tests,
+#            against torch and numpy references, gradcheck in double)
 #   tsan     clang++ ThreadSanitizer: threads calling at once, the thread
 #            pool, a long row split across threads (tests/tsan)
 #   fuzz     clang, ASan + UBSan: every libFuzzer target (fuzz/) from its
@@ -38,11 +43,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(release clang asan neon tsan fuzz)
+[ ${#stages[@]} -eq 0 ] && stages=(release clang asan neon bindings tsan fuzz)
 
 # libclang-rt-14-dev: the sanitizer and libFuzzer runtimes of Debian 12's clang
 # (only recommended by clang, and recommends are not installed here)
-packages=(cmake make g++ clang libclang-rt-14-dev libxsimd-dev catch2 g++-aarch64-linux-gnu qemu-user)
+# bindings: pkg-config, pybind11-dev, python3-dev and Debian's numpy, torch, pytest
+packages=(cmake make g++ clang libclang-rt-14-dev libxsimd-dev catch2 g++-aarch64-linux-gnu qemu-user
+          pkg-config pybind11-dev python3-dev python3-numpy python3-torch python3-pytest)
 
 install_packages() {
   command -v dpkg-query >/dev/null 2>&1 || return 0  # not Debian: trust the PATH

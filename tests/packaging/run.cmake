@@ -9,13 +9,7 @@ cmake_minimum_required(VERSION 3.16)
 set(consumer_src "${CMAKE_CURRENT_LIST_DIR}/${MODE}")
 file(REMOVE_RECURSE "${WORK_DIR}")
 
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_command.cmake")
 
 # Debug: these builds check the package, not the kernels' speed, and -O0
 # compiles the per-ISA dispatch TUs several times faster.
