@@ -36,42 +36,42 @@ struct loss_bound<double> {
 };
 
 template <class T>
-ld ref_lse(const std::vector<T>& x) {
-  ld m = -std::numeric_limits<ld>::infinity();
-  for (T v : x) m = std::max<ld>(m, v);
-  ld s = 0;
-  for (T v : x) s += std::exp(static_cast<ld>(v) - m);
-  return m + std::log(s);
-}
-
-template <class T>
-ld ref_ce(const std::vector<T>& x, std::size_t t, float ls) {
+ld ref_ce(const std::vector<T>& x, std::size_t t, float ls, ld lse) {
   ld sum = 0;
   for (T v : x) sum += v;
   const ld l = ls;
-  return ref_lse(x) - ((1 - l) * static_cast<ld>(x[t]) + l * sum / static_cast<ld>(x.size()));
+  return lse - ((1 - l) * static_cast<ld>(x[t]) + l * sum / static_cast<ld>(x.size()));
 }
 
-// Worst |dx - ref| / (|dloss| (p_i + q_i)) / bound; NaN counts as
-// infinite. The bound adds the rounding of the logsumexp, a double, that the
-// kernel exponentiates against (|lse| 2^-53; nothing for float); the
-// reference is taken relative to the max (exact), not to a rounded lse.
+// softmax(x) in long double, taken relative to the max (exact), not to a
+// rounded logsumexp; lse_out gets the logsumexp.
 template <class T>
-double grad_err(const std::vector<T>& dx, const std::vector<T>& x, std::size_t t, double dloss, float ls,
-                double flat) {
+std::vector<ld> ref_probs(const std::vector<T>& x, ld& lse_out) {
   ld m = -std::numeric_limits<ld>::infinity();
   for (T v : x) m = std::max<ld>(m, v);
   ld s = 0;
   for (T v : x) s += std::exp(static_cast<ld>(v) - m);
   const ld log_s = std::log(s);
-  const double bound = flat + std::fabs(static_cast<double>(m + log_s)) * 0x1p-53;
-  const ld n = static_cast<ld>(x.size());
+  lse_out = m + log_s;
+  std::vector<ld> p(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) p[i] = std::exp((static_cast<ld>(x[i]) - m) - log_s);
+  return p;
+}
+
+// Worst |dx - ref| / (|dloss| (p_i + q_i)) / bound, p = ref_probs(x); NaN
+// counts as infinite. The bound adds the rounding of the logsumexp, a
+// double, that the kernel exponentiates against (|lse| 2^-53; nothing for
+// float).
+template <class T>
+double grad_err(const std::vector<T>& dx, const std::vector<ld>& p, ld lse, std::size_t t, double dloss, float ls,
+                double flat) {
+  const double bound = flat + std::fabs(static_cast<double>(lse)) * 0x1p-53;
+  const ld n = static_cast<ld>(p.size());
   double worst = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const ld p = std::exp((static_cast<ld>(x[i]) - m) - log_s);
+  for (std::size_t i = 0; i < p.size(); ++i) {
     const ld q = ld(ls) / n + (i == t ? 1 - ld(ls) : 0);
-    const ld ref = ld(dloss) * (p - q);
-    const ld scale = std::fabs(ld(dloss)) * (p + q);
+    const ld ref = ld(dloss) * (p[i] - q);
+    const ld scale = std::fabs(ld(dloss)) * (p[i] + q);
     if (std::fabs(ref) < 1e-30L) {
       if (std::fabs(static_cast<ld>(dx[i]) - ref) > 1e-30L + 1e-6L * scale) worst = std::numeric_limits<double>::infinity();
       continue;
@@ -95,11 +95,12 @@ void check_losses(std::size_t n, double sigma, double mean, std::uint64_t seed) 
   const std::vector<T> x = normal<T>(n, sigma, seed, mean);
   const std::size_t t = (seed * 7919) % n;
   const double lse = smax::dynamic::logsumexp(x.data(), n);
-  const ld rl = ref_lse(x);
+  ld rl;
+  const std::vector<ld> p = ref_probs(x, rl);
   CHECK(std::fabs(lse - static_cast<double>(rl)) <= loss_bound<T>::lse * std::max<double>(1.0, std::fabs(double(rl))));
   for (float ls : {0.0f, 0.1f}) {
     const double ce = smax::dynamic::cross_entropy(x.data(), n, t, ls);
-    const ld rc = ref_ce(x, t, ls);
+    const ld rc = ref_ce(x, t, ls, rl);
     CHECK(std::fabs(ce - static_cast<double>(rc)) <= loss_bound<T>::lse * std::max<double>(1.0, std::fabs(double(rl))));
     for (double dloss : {1.0, -2.5, 1e-3}) {
       guarded<T> dx(n, 1, T(7));
@@ -107,7 +108,7 @@ void check_losses(std::size_t n, double sigma, double mean, std::uint64_t seed) 
       CHECK(dx.intact());
       const auto g = dx.values();
       INFO("dloss " << dloss << ", label smoothing " << ls);
-      CHECK(grad_err(g, x, t, dloss, ls, loss_bound<T>::grad) <= 1.0);
+      CHECK(grad_err(g, p, rl, t, dloss, ls, loss_bound<T>::grad) <= 1.0);
       CHECK(no_subnormal(g));
       // The saved logsumexp and in place give the same bits.
       std::vector<T> in = x;
