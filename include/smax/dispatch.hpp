@@ -9,6 +9,8 @@
 
 #include "config.hpp"
 #include "batched.hpp"
+#include "attention.hpp"
+#include "losses.hpp"
 
 // X(name, parameter list, argument list) for element type T.
 #define SMAX_FUNCTIONS(T, X)                                                  \
@@ -50,6 +52,39 @@
   X(stablemax_backward, (matrix_view<const T> x, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (x, dy, dx, ex)) \
   X(softpick_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T eps, executor* ex), (x, y, dy, dx, eps, ex))
 
+// Functions with a return value or overloads of one name (issue 18: losses,
+// attention options): X(return type, table field, public name, parameter
+// list, argument list).
+#define SMAX_TYPED_FUNCTIONS(T, X)                                                                               \
+  X(double, logsumexp, logsumexp, (const T* x, std::size_t n), (x, n))                                          \
+  X(double, cross_entropy, cross_entropy, (const T* x, std::size_t n, std::size_t target, float label_smoothing), \
+    (x, n, target, label_smoothing))                                                                             \
+  X(void, cross_entropy_backward, cross_entropy_backward,                                                        \
+    (const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float label_smoothing),                 \
+    (x, n, target, dloss, dx, label_smoothing))                                                                  \
+  X(void, cross_entropy_backward_lse, cross_entropy_backward,                                                    \
+    (const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float label_smoothing, double lse),     \
+    (x, n, target, dloss, dx, label_smoothing, lse))                                                             \
+  X(void, batched_logsumexp, logsumexp, (matrix_view<const T> x, double* out, executor* ex), (x, out, ex))      \
+  X(double, batched_cross_entropy, cross_entropy,                                                                \
+    (matrix_view<const T> x, const std::int64_t* targets, const loss_options& o, double* row_loss,               \
+     double* row_lse, executor* ex),                                                                             \
+    (x, targets, o, row_loss, row_lse, ex))                                                                      \
+  X(void, batched_cross_entropy_backward, cross_entropy_backward,                                                \
+    (matrix_view<const T> x, const std::int64_t* targets, double dloss, matrix_view<T> dx, const loss_options& o, \
+     const double* row_dloss, const double* lse, executor* ex),                                                  \
+    (x, targets, dloss, dx, o, row_dloss, lse, ex))                                                             \
+  X(void, softmax_opts, softmax, (const T* x, T* y, std::size_t n, const softmax_options<T>& o), (x, y, n, o))   \
+  X(void, log_softmax_opts, log_softmax, (const T* x, T* y, std::size_t n, const softmax_options<T>& o),         \
+    (x, y, n, o))                                                                                                \
+  X(void, softmax_backward_opts, softmax_backward,                                                               \
+    (const T* x, const T* y, const T* dy, T* dx, std::size_t n, const softmax_options<T>& o),                    \
+    (x, y, dy, dx, n, o))                                                                                        \
+  X(void, batched_softmax_attention, softmax,                                                                    \
+    (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex))     \
+  X(void, batched_log_softmax_attention, log_softmax,                                                            \
+    (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex))
+
 // X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #define SMAX_ISAS(X)                                                                    \
@@ -75,6 +110,9 @@ struct kernel_table {
 #define SMAX_BATCHED_FIELD(name, params, args) void(*batched_##name) params;
   SMAX_BATCHED_FUNCTIONS(T, SMAX_BATCHED_FIELD)
 #undef SMAX_BATCHED_FIELD
+#define SMAX_TYPED_FIELD(ret, field, name, params, args) ret(*field) params;
+  SMAX_TYPED_FUNCTIONS(T, SMAX_TYPED_FIELD)
+#undef SMAX_TYPED_FIELD
 };
 
 struct isa_tables {

@@ -13,6 +13,8 @@
 #include <cstddef>
 
 #include "batched.hpp"
+#include "attention.hpp"
+#include "losses.hpp"
 #include "config.hpp"
 
 namespace smax {
@@ -104,6 +106,36 @@ void log_softmax(matrix_view<const double> x, matrix_view<double> y, executor* e
 SMAX_DYNAMIC_BATCHED_DECLS(float, 0.0f)
 SMAX_DYNAMIC_BATCHED_DECLS(double, 0.0)
 #undef SMAX_DYNAMIC_BATCHED_DECLS
+
+// Losses (see smax.hpp "losses"; declared in losses.hpp: loss_options,
+// reduction). Return double.
+#define SMAX_DYNAMIC_LOSS_DECLS(T)                                                                              \
+  double logsumexp(const T* x, std::size_t n);                                                                 \
+  double cross_entropy(const T* x, std::size_t n, std::size_t target, float label_smoothing = 0);              \
+  void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx,              \
+                              float label_smoothing = 0);                                                      \
+  void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx,              \
+                              float label_smoothing, double lse);                                              \
+  void logsumexp(matrix_view<const T> x, double* out, executor* ex = nullptr);                                 \
+  double cross_entropy(matrix_view<const T> x, const std::int64_t* targets, const loss_options& o = {},        \
+                       double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr);         \
+  void cross_entropy_backward(matrix_view<const T> x, const std::int64_t* targets, double dloss,                \
+                              matrix_view<T> dx, const loss_options& o = {}, const double* row_dloss = nullptr, \
+                              const double* lse = nullptr, executor* ex = nullptr);
+SMAX_DYNAMIC_LOSS_DECLS(float)
+SMAX_DYNAMIC_LOSS_DECLS(double)
+#undef SMAX_DYNAMIC_LOSS_DECLS
+
+// Attention options (see smax.hpp "attention"; declared in attention.hpp).
+#define SMAX_DYNAMIC_ATTENTION_DECLS(T)                                                                        \
+  void softmax(const T* x, T* y, std::size_t n, const softmax_options<T>& o);                                \
+  void log_softmax(const T* x, T* y, std::size_t n, const softmax_options<T>& o);                            \
+  void softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const softmax_options<T>& o); \
+  void softmax(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex = nullptr); \
+  void log_softmax(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex = nullptr);
+SMAX_DYNAMIC_ATTENTION_DECLS(float)
+SMAX_DYNAMIC_ATTENTION_DECLS(double)
+#undef SMAX_DYNAMIC_ATTENTION_DECLS
 
 }  // namespace dynamic
 }  // namespace smax

@@ -31,10 +31,12 @@
 
 #include <stdexcept>
 
+#include "attention.hpp"
 #include "backward.hpp"
 #include "batched.hpp"
 #include "config.hpp"
 #include "gumbel.hpp"
+#include "losses.hpp"
 #include "softmax.hpp"
 #include "softpick.hpp"
 #include "sparse.hpp"
@@ -526,6 +528,207 @@ void softpick_backward(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<c
                        matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx,
                        detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8), executor* ex = nullptr) {
   softpick_backward(DefaultArch{}, x, y, dy, dx, eps, ex);
+}
+
+// -------------------------------------------------------------------- losses --
+// (kernels: losses.hpp) Results in double. logsumexp and cross_entropy read
+// x once (no max pass: two_pass_sum's (mantissa, exponent) sum; label
+// smoothing adds a sum of x taken block by block while the block is in L2);
+// cross_entropy_backward reads x once and writes dx once when given the
+// saved logsumexp, and reads x once more without it. dx may be x.
+// Special values: NaN in x -> NaN; +inf entries -> logsumexp +inf (their
+// softmax shares the mass); all -inf -> logsumexp -inf, softmax zeros; a
+// target whose logit is -inf -> loss +inf. Bad arguments (target >= n, a
+// label_smoothing outside [0, 1]) throw std::invalid_argument before
+// anything is written. Accuracy (tests/test_losses.cpp, every ISA): within
+// 1e-6 (float) of a long-double reference, relative to max(1, |result|).
+
+// log(sum_i e^(x_i)); n = 0 gives -inf.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+double logsumexp(A, const T* x, std::size_t n) {
+  return detail::logsumexp_sum<A>(x, n, nullptr);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+double logsumexp(const T* x, std::size_t n) {
+  return logsumexp(DefaultArch{}, x, n);
+}
+
+// logsumexp(x) - ((1 - ls) x_target + ls mean(x)), ls = label_smoothing.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+double cross_entropy(A, const T* x, std::size_t n, std::size_t target, float label_smoothing = 0) {
+  detail::check_loss_args<T>("smax::cross_entropy", n, target, label_smoothing);
+  return detail::cross_entropy<A>(x, n, target, label_smoothing);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+double cross_entropy(const T* x, std::size_t n, std::size_t target, float label_smoothing = 0) {
+  return cross_entropy(DefaultArch{}, x, n, target, label_smoothing);
+}
+
+// dx = dloss (softmax(x) - q), q = (1 - ls) onehot(target) + ls / n.
+// Outputs below the smallest normal T are 0. The second form takes the
+// logsumexp of x saved from the forward pass (one read fewer).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void cross_entropy_backward(A, const T* x, std::size_t n, std::size_t target, double dloss, T* dx,
+                            float label_smoothing = 0) {
+  detail::check_loss_args<T>("smax::cross_entropy_backward", n, target, label_smoothing);
+  detail::cross_entropy_backward<A>(x, n, target, dloss, dx, label_smoothing,
+                                    detail::logsumexp_sum<A>(x, n, nullptr));
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx,
+                            float label_smoothing = 0) {
+  cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void cross_entropy_backward(A, const T* x, std::size_t n, std::size_t target, double dloss, T* dx,
+                            float label_smoothing, double logsumexp_x) {
+  detail::check_loss_args<T>("smax::cross_entropy_backward", n, target, label_smoothing);
+  detail::cross_entropy_backward<A>(x, n, target, dloss, dx, label_smoothing, logsumexp_x);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx,
+                            float label_smoothing, double logsumexp_x) {
+  cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing, logsumexp_x);
+}
+
+// Batched: one row of logits per example, targets[r] its class (or
+// o.ignore_index: loss 0, gradient 0, not counted by mean). Rows run on the
+// executor; the reduction is summed in row order on the calling thread, so
+// the result is bitwise the same for any thread count.
+//   logsumexp:      out[r] = logsumexp(row r)
+//   cross_entropy:  returns the sum or the mean over rows not ignored
+//                   (reduction::none returns 0; mean with every row ignored
+//                   returns NaN); row_loss, when not null, gets every row's
+//                   loss and row_lse every row's logsumexp (for backward).
+//   cross_entropy_backward: dx row r = g_r (softmax(row r) - q_r), with
+//                   g_r = dloss (sum), dloss / rows counted (mean), or
+//                   row_dloss[r] (none: required); lse: the saved row_lse,
+//                   or null (then computed: one more read).
+template <class A, class U, class T = std::remove_const_t<U>, class = detail::enable_if_arch_t<A>,
+          class = detail::enable_if_real_t<T>>
+void logsumexp(A, matrix_view<U> x, double* out, executor* ex = nullptr) {
+  detail::check_view("smax::logsumexp", x, "x");
+  if (x.rows && !out) throw std::invalid_argument("smax::logsumexp: out must not be null");
+  detail::logsumexp_rows<A, T>(x, out, ex);
+}
+template <class U, class T = std::remove_const_t<U>, class = detail::enable_if_real_t<T>,
+          class DefaultArch = xsimd::default_arch>
+void logsumexp(matrix_view<U> x, double* out, executor* ex = nullptr) {
+  logsumexp(DefaultArch{}, x, out, ex);
+}
+
+template <class A, class U, class T = std::remove_const_t<U>, class = detail::enable_if_arch_t<A>,
+          class = detail::enable_if_real_t<T>>
+double cross_entropy(A, matrix_view<U> x, const std::int64_t* targets, const loss_options& o = {},
+                     double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) {
+  detail::check_view("smax::cross_entropy", x, "x");
+  detail::check_targets<T>("smax::cross_entropy", x.rows, x.cols, targets, o);
+  if (o.reduce == reduction::none && x.rows && !row_loss)
+    throw std::invalid_argument("smax::cross_entropy: reduction::none needs row_loss");
+  return detail::cross_entropy_rows<A, T>(x, targets, o, row_loss, row_lse, ex);
+}
+template <class U, class T = std::remove_const_t<U>, class = detail::enable_if_real_t<T>,
+          class DefaultArch = xsimd::default_arch>
+double cross_entropy(matrix_view<U> x, const std::int64_t* targets, const loss_options& o = {},
+                     double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) {
+  return cross_entropy(DefaultArch{}, x, targets, o, row_loss, row_lse, ex);
+}
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void cross_entropy_backward(A, matrix_view<const detail::nodeduce_t<T>> x, const std::int64_t* targets, double dloss,
+                            matrix_view<T> dx, const loss_options& o = {}, const double* row_dloss = nullptr,
+                            const double* lse = nullptr, executor* ex = nullptr) {
+  detail::check_shapes("smax::cross_entropy_backward", x, dx, "x", "dx");
+  detail::check_targets<T>("smax::cross_entropy_backward", x.rows, x.cols, targets, o);
+  if (o.reduce == reduction::none && x.rows && !row_dloss)
+    throw std::invalid_argument("smax::cross_entropy_backward: reduction::none needs row_dloss");
+  detail::cross_entropy_backward_rows<A, T>(x, targets, dloss, dx, o, row_dloss, lse, ex);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void cross_entropy_backward(matrix_view<const detail::nodeduce_t<T>> x, const std::int64_t* targets, double dloss,
+                            matrix_view<T> dx, const loss_options& o = {}, const double* row_dloss = nullptr,
+                            const double* lse = nullptr, executor* ex = nullptr) {
+  cross_entropy_backward(DefaultArch{}, x, targets, dloss, dx, o, row_dloss, lse, ex);
+}
+
+// ---------------------------------------------------------------- attention --
+// (kernels: attention.hpp) softmax with the options attention scores carry,
+// fused into the softmax's own passes (x and the mask read once):
+//   z_i = scale x_i; softcap > 0: z_i = softcap tanh(z_i / softcap);
+//   mask: z_i += mask_scale mask_i, a -inf mask entry masks whatever x_i is;
+//   entries i >= length masked;
+//   y_i = e^(z_i - M) / (sum_j e^(z_j - M) + e^(sink - M)), M = max(z, sink).
+// Masked entries give 0 (log_softmax: -inf); everything masked gives all 0
+// (log: -inf), with or without a sink; NaN in an unmasked entry gives all
+// NaN; +inf z entries share the mass. Outputs below the smallest normal T
+// are 0. Throws std::invalid_argument for a non-finite scale or mask_scale,
+// a negative or non-finite softcap, a NaN or +inf sink.
+// Accuracy (tests/test_attention.cpp, every ISA): float outputs within
+// 1e-6 + |z_i - M| 2^-23 relative of a long-double reference of the same
+// options (softcap: + 4 ulp of tanh).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax(A, const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
+  detail::check_softmax_options("smax::softmax", o);
+  detail::softmax_opts<A>(x, y, n, o, false);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softmax(const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
+  softmax(DefaultArch{}, x, y, n, o);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void log_softmax(A, const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
+  detail::check_softmax_options("smax::log_softmax", o);
+  detail::softmax_opts<A>(x, y, n, o, true);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void log_softmax(const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
+  log_softmax(DefaultArch{}, x, y, n, o);
+}
+// dx w.r.t. x, given x, the forward softmax output y and dy (the sink's
+// gradient is not returned). dx may be y or dy; not x when softcap > 0.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax_backward(A, const T* x, const T* y, const T* dy, T* dx, std::size_t n,
+                      const softmax_options<detail::nodeduce_t<T>>& o) {
+  detail::check_softmax_options("smax::softmax_backward", o);
+  detail::softmax_backward_opts<A>(x, y, dy, dx, n, o);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n,
+                      const softmax_options<detail::nodeduce_t<T>>& o) {
+  softmax_backward(DefaultArch{}, x, y, dy, dx, n, o);
+}
+
+// Batched attention rows (attention_options): row r of head h = r / (rows /
+// heads) uses mask row r mod mask.rows, mask_scale = slopes[h] (or ggml's
+// ALiBi slope from max_bias, see alibi_slope), sink = sinks[h], and the
+// length lengths.per_row[r] or, for causal(offset), q + offset + 1 with
+// q = r mod (rows / heads). Each row is exactly the single-vector call with
+// those options; rows run on the executor (bitwise the same for any thread
+// count). Throws as the single-vector form, and for heads not dividing rows,
+// a mask narrower than x, a negative max_bias.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+             const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  detail::check_shapes("smax::softmax", x, y);
+  detail::check_attention("smax::softmax", x, o);
+  detail::softmax_attention_rows<A, T>(x, y, o, ex, false);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+             const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  softmax(DefaultArch{}, x, y, o, ex);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void log_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+                 const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  detail::check_shapes("smax::log_softmax", x, y);
+  detail::check_attention("smax::log_softmax", x, o);
+  detail::softmax_attention_rows<A, T>(x, y, o, ex, true);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+                 const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  log_softmax(DefaultArch{}, x, y, o, ex);
 }
 
 }  // namespace smax
