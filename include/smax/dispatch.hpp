@@ -11,6 +11,7 @@
 #include "batched.hpp"
 #include "attention.hpp"
 #include "losses.hpp"
+#include "sampling.hpp"
 
 // X(name, parameter list, argument list) for element type T.
 #define SMAX_FUNCTIONS(T, X)                                                  \
@@ -30,7 +31,8 @@
   X(sparsemax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
   X(entmax_backward, (const T* y, const T* dy, T* dx, std::size_t n, T alpha), (y, dy, dx, n, alpha)) \
   X(softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
-  X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n))
+  X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
+  X(topk_softmax, (const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index), (x, n, k, probs, index))
 
 // The batched (matrix) overloads: same names as above, so the table stores
 // them as batched_<name>.
@@ -50,10 +52,12 @@
   X(sparsemax_backward, (matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (y, dy, dx, ex)) \
   X(entmax_backward, (matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T alpha, executor* ex), (y, dy, dx, alpha, ex)) \
   X(stablemax_backward, (matrix_view<const T> x, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (x, dy, dx, ex)) \
-  X(softpick_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T eps, executor* ex), (x, y, dy, dx, eps, ex))
+  X(softpick_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T eps, executor* ex), (x, y, dy, dx, eps, ex)) \
+  X(topk_softmax, (matrix_view<const T> x, std::size_t k, matrix_view<T> probs, matrix_view<std::uint32_t> index, executor* ex), (x, k, probs, index, ex)) \
+  X(sample, (matrix_view<const T> logits, std::size_t* out, const sampling& s, std::uint64_t seed, std::uint64_t offset, executor* ex), (logits, out, s, seed, offset, ex))
 
-// Functions with a return value or overloads of one name (issue 18: losses,
-// attention options): X(return type, table field, public name, parameter
+// Functions with a return value or overloads of one name (losses,
+// attention options, sample): X(return type, table field, public name, parameter
 // list, argument list).
 #define SMAX_TYPED_FUNCTIONS(T, X)                                                                               \
   X(double, logsumexp, logsumexp, (const T* x, std::size_t n), (x, n))                                          \
@@ -83,7 +87,10 @@
   X(void, batched_softmax_attention, softmax,                                                                    \
     (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex))     \
   X(void, batched_log_softmax_attention, log_softmax,                                                            \
-    (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex))
+    (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex)) \
+  X(std::size_t, sample, sample,                                                                                 \
+    (const T* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset),              \
+    (logits, n, s, seed, offset))
 
 // X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)

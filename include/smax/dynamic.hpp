@@ -16,6 +16,7 @@
 #include "attention.hpp"
 #include "losses.hpp"
 #include "config.hpp"
+#include "sampling.hpp"
 
 namespace smax {
 namespace dynamic {
@@ -136,6 +137,20 @@ SMAX_DYNAMIC_LOSS_DECLS(double)
 SMAX_DYNAMIC_ATTENTION_DECLS(float)
 SMAX_DYNAMIC_ATTENTION_DECLS(double)
 #undef SMAX_DYNAMIC_ATTENTION_DECLS
+// Top-k softmax and sampling (see smax.hpp, "top-k and sampling").
+void topk_softmax(const float* x, std::size_t n, std::size_t k, float* probs, std::uint32_t* index);
+void topk_softmax(const double* x, std::size_t n, std::size_t k, double* probs, std::uint32_t* index);
+std::size_t sample(const float* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset = 0);
+std::size_t sample(const double* logits, std::size_t n, const sampling& s, std::uint64_t seed,
+                   std::uint64_t offset = 0);
+void topk_softmax(matrix_view<const float> x, std::size_t k, matrix_view<float> probs,
+                  matrix_view<std::uint32_t> index, executor* ex = nullptr);
+void topk_softmax(matrix_view<const double> x, std::size_t k, matrix_view<double> probs,
+                  matrix_view<std::uint32_t> index, executor* ex = nullptr);
+void sample(matrix_view<const float> logits, std::size_t* out, const sampling& s, std::uint64_t seed,
+            std::uint64_t offset = 0, executor* ex = nullptr);
+void sample(matrix_view<const double> logits, std::size_t* out, const sampling& s, std::uint64_t seed,
+            std::uint64_t offset = 0, executor* ex = nullptr);
 
 }  // namespace dynamic
 }  // namespace smax

@@ -42,6 +42,7 @@
 #include "sparse.hpp"
 #include "ssmax.hpp"
 #include "stablemax.hpp"
+#include "topk.hpp"
 
 namespace smax {
 
@@ -729,6 +730,104 @@ template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsim
 void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
                  const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
   log_softmax(DefaultArch{}, x, y, o, ex);
+// ------------------------------------------------------- top-k and sampling --
+// (kernels: topk.hpp; docs/topk_sampling.md) Neither sorts the vocabulary:
+// a threshold-filtered selection, then only the survivors are sorted.
+
+// probs[j], index[j], j < k: the k largest entries of softmax(x) (normalised
+// over all n) and their indices, largest first, ties to the lower index.
+// probs[j] is bitwise softmax(x, algorithm::three_pass_recompute)[index[j]]
+// (the softmax accuracy contract). Reads x twice: a compare-only selection,
+// then the exp sum. Special values as softmax; any NaN in x: every probs[j]
+// NaN and index[j] = j. k > n, or n >= 2^32 with k > 0 (32-bit indices):
+// std::invalid_argument. k = 0 writes nothing.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void topk_softmax(A, const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index) {
+  if (k > n) throw std::invalid_argument("smax::topk_softmax: k must be <= n");
+  if (k > 0 && n > std::size_t(0xFFFFFFFFu)) throw std::invalid_argument("smax::topk_softmax: n must be below 2^32");
+  detail::topk_softmax<A>(x, n, k, probs, index);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void topk_softmax(const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index) {
+  topk_softmax(DefaultArch{}, x, n, k, probs, index);
+}
+
+namespace detail {
+inline void check_sampling(const sampling& s, std::size_t n) {
+  if (n == 0) throw std::invalid_argument("smax::sample: n must be > 0");
+  if (!(s.temperature >= 0.0f) || !is_finite(s.temperature))
+    throw std::invalid_argument("smax::sample: s.temperature must be finite and >= 0");
+  if (s.top_k > n) throw std::invalid_argument("smax::sample: s.top_k must be <= n");
+  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw std::invalid_argument("smax::sample: s.top_p must be in (0, 1]");
+  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) throw std::invalid_argument("smax::sample: s.min_p must be in [0, 1]");
+}
+}  // namespace detail
+
+// One index drawn from logits[0..n): temperature 0 returns the argmax
+// (lowest index on ties); otherwise p = softmax(logits / temperature), keep
+// the top_k largest (0: all; ranked by logit, ties to the lower index), then
+// the smallest prefix of them whose mass, renormalised over the top_k kept,
+// reaches top_p, then drop those with p < min_p * max p, and draw from the
+// rest, renormalised, with u from Philox4x32-10 keyed by seed at counter
+// offset (topk.hpp): the same index for the same arguments on any thread
+// count. Returns n when nothing can be drawn: any NaN logit, or every logit
+// -inf. +inf logits share the mass equally (the rest get 0). Bad arguments
+// (std::invalid_argument): n = 0, temperature < 0 or not finite, top_k > n,
+// top_p outside (0, 1], min_p outside [0, 1].
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+std::size_t sample(A, const T* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset = 0) {
+  detail::check_sampling(s, n);
+  return detail::sample<A>(logits, n, s, seed, offset);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+std::size_t sample(const T* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset = 0) {
+  return sample(DefaultArch{}, logits, n, s, seed, offset);
+}
+
+// Batched: row r of x gives row r of probs and index (rows x k each).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void topk_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, std::size_t k, matrix_view<T> probs,
+                  matrix_view<std::uint32_t> index, executor* ex = nullptr) {
+  if (k > x.cols) throw std::invalid_argument("smax::topk_softmax: k must be <= x.cols");
+  if (k > 0 && x.cols > std::size_t(0xFFFFFFFFu))
+    throw std::invalid_argument("smax::topk_softmax: x.cols must be below 2^32");
+  detail::check_shapes("smax::topk_softmax", x, x, "x", "x");
+  if (probs.rows != x.rows || probs.cols != k || probs.stride < k)
+    throw std::invalid_argument("smax::topk_softmax: probs must be x.rows x k, stride >= k");
+  if (index.rows != x.rows || index.cols != k || index.stride < k)
+    throw std::invalid_argument("smax::topk_softmax: index must be x.rows x k, stride >= k");
+  if (x.rows && k && (!probs.data || !index.data))
+    throw std::invalid_argument("smax::topk_softmax: null data for a non-empty matrix");
+  if (k == 0) return;
+  detail::for_each_row_index(x.rows, x.cols, detail::default_executor(ex), [&](std::size_t r) {
+    detail::topk_softmax<A>(x.row(r), x.cols, k, probs.row(r), index.row(r));
+  });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void topk_softmax(matrix_view<const detail::nodeduce_t<T>> x, std::size_t k, matrix_view<T> probs,
+                  matrix_view<std::uint32_t> index, executor* ex = nullptr) {
+  topk_softmax(DefaultArch{}, x, k, probs, index, ex);
+}
+
+// Batched: out[r] = sample(row r, cols, s, gumbel_row_seed(seed, r), offset)
+// for the rows of a matrix_view<const T> or matrix_view<T>.
+template <class A, class U, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<std::remove_const_t<U>>>
+void sample(A, matrix_view<U> logits, std::size_t* out, const sampling& s, std::uint64_t seed,
+            std::uint64_t offset = 0, executor* ex = nullptr) {
+  using T = std::remove_const_t<U>;
+  const matrix_view<const T> x(logits);
+  detail::check_shapes("smax::sample", x, x, "logits", "logits");
+  if (x.rows == 0) return;
+  detail::check_sampling(s, x.cols);
+  if (!out) throw std::invalid_argument("smax::sample: null out");
+  detail::for_each_row_index(x.rows, x.cols, detail::default_executor(ex), [&](std::size_t r) {
+    out[r] = detail::sample<A>(x.row(r), x.cols, s, gumbel_row_seed(seed, r), offset);
+  });
+}
+template <class U, class = detail::enable_if_real_t<std::remove_const_t<U>>, class DefaultArch = xsimd::default_arch>
+void sample(matrix_view<U> logits, std::size_t* out, const sampling& s, std::uint64_t seed, std::uint64_t offset = 0,
+            executor* ex = nullptr) {
+  sample(DefaultArch{}, logits, out, s, seed, offset, ex);
 }
 
 }  // namespace smax
