@@ -148,20 +148,24 @@ void min_max0(const T* x, std::size_t n, T& lo, T& hi) noexcept {
 
 // Calls f(term) with term(v) = e^(v - m) / sum_j e^(x_j - m) for a finite
 // max m: the three-pass form of softmax_three_pass (recompute), for inputs
-// two_pass_sum declined.
+// two_pass_sum declined. False (f not called) when x holds a NaN, which
+// reduce_max may miss but the sum does not.
 template <class A, class T, class F>
-void with_softmax_term(const T* x, std::size_t n, T m, F&& f) {
+bool with_softmax_term(const T* x, std::size_t n, T m, F&& f) {
   if (use_split(m)) {
     double r;
     const T E = ref_exponent(m, r);
     const T lo = clamp_floor(m);
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, exp_ref<A, T>(lo, E, T(1)));
+    if (!(s == s)) return false;
     f(exp_ref<A, T>(lo, E, static_cast<T>(1.0 / s)));
   } else {
     const shifted_exp<A, T, false> ex(m);
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
+    if (!(s == s)) return false;
     f(scaled_shifted_exp<A, T, false>(ex, static_cast<T>(1.0 / s)));
   }
+  return true;
 }
 
 // ---------------------------------------------------------- sa_softmax --
@@ -257,7 +261,7 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   const T m = reduce_max<A>(x, n);
   if (!is_finite(m)) return sa_softmax_nonfinite(x, y, n, normalized);
   if (normalized) min_max0<A>(x, n, lo, hi);
-  with_softmax_term<A>(x, n, m, write);
+  if (!with_softmax_term<A>(x, n, m, write)) fill(y, n, std::numeric_limits<T>::quiet_NaN());
 }
 
 // With p = softmax(x), y = g p, D = sum dy y, P = sum dy p:
@@ -306,8 +310,8 @@ void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t
   T Emax;
   if (two_pass_sum<A>(x, n, s, Emax))
     run(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
-  else
-    with_softmax_term<A>(x, n, m, run);
+  else if (!with_softmax_term<A>(x, n, m, run))
+    return fill(dx, n, nan);
   const double R = g.mode == sa_factor<A, T>::finite ? 1.0 / static_cast<double>(g.slope()) : 0.0;
   if (imin < n && g.slope() > T(0)) dx[imin] = static_cast<T>(dx[imin] + (D - P) / R);
   if (imax < n && g.slope() > T(0)) dx[imax] = static_cast<T>(dx[imax] - D / R);
