@@ -350,7 +350,8 @@ void fuzz_backward(smax_fuzz::stream& in, const std::vector<T>& x, std::size_t o
 // The seeds' family (seeds.hpp): sigmoid_attention elementwise against long
 // double (and never subnormal); sa_softmax's special values and values;
 // multimax against softmax of the modulator in long double (where sigma
-// cannot overflow); asentmax against entmax_bisect of c x written out.
+// cannot overflow); asentmax against entmax_bisect of c x written out
+// (alpha = 1: against ssmax).
 template <class T>
 void fuzz_seeds(smax_fuzz::stream& in, const std::vector<T>& x, bool in_place, std::size_t off) {
   constexpr T inf = std::numeric_limits<T>::infinity();
@@ -452,7 +453,10 @@ void fuzz_seeds(smax_fuzz::stream& in, const std::vector<T>& x, bool in_place, s
       const T c = static_cast<T>(static_cast<double>(s) * std::log(static_cast<double>(n)) + static_cast<double>(b));
       std::vector<T> z(n), want(n);
       for (std::size_t i = 0; i < n; ++i) z[i] = c * x[i];
-      smax::dynamic::entmax_bisect(z.data(), want.data(), n, alpha);
+      if (alpha == T(1))  // documented: ssmax (c in the exponent, never c x rounded)
+        smax::dynamic::ssmax(x.data(), want.data(), n, s, b);
+      else
+        smax::dynamic::entmax_bisect(z.data(), want.data(), n, alpha);
       for (std::size_t i = 0; i < n; ++i) {
         if (want[i] != want[i]) {
           if (y[i] == y[i]) bad("asentmax", "NaN where entmax_bisect of c x gives NaN", i);

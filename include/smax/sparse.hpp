@@ -870,8 +870,8 @@ struct entmax_power {
 // `scale` c (seeds.hpp's asentmax): alpha-entmax of c x, c x rounded to T
 // as if it were the input but never stored when c > 0: the candidates lie
 // within p / c of the max, are scaled once found, and the output pass
-// scales each x. c <= 0, alpha = 1, or a c m that overflows T: c x is
-// written to y and solved there.
+// scales each x. c <= 0, alpha = 1, a max that is not finite, or a c m
+// that overflows T: c x is written to y and solved there.
 template <class A, class T>
 void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_count* count = nullptr,
                    T scale = T(1)) {
@@ -892,8 +892,10 @@ void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_
   std::size_t k;
   bool complete;
   T m = max_and_candidates<A>(x, n, width, store, x == y ? store.stack_capacity : n, k, complete);
-  if (sparse_nonfinite(x, y, n, m)) return;
+  // Special values of c x (a finite x whose c x overflows shares with the
+  // infinities): on c x written out.
   if (scaled && !is_finite(static_cast<T>(m * scale))) return prescale();
+  if (sparse_nonfinite(x, y, n, m)) return;
   if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, width), store);
   if (scaled) {
     T* c = store.data();
