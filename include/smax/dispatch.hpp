@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "config.hpp"
+#include "multimax_params.hpp"
 #include "batched.hpp"
 #include "attention.hpp"
 #include "losses.hpp"
@@ -32,7 +33,15 @@
   X(entmax_backward, (const T* y, const T* dy, T* dx, std::size_t n, T alpha), (y, dy, dx, n, alpha)) \
   X(softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
   X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
-  X(topk_softmax, (const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index), (x, n, k, probs, index))
+  X(topk_softmax, (const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index), (x, n, k, probs, index)) \
+  X(sigmoid_attention, (const T* x, T* y, std::size_t n, T b), (x, y, n, b)) \
+  X(sa_softmax, (const T* x, T* y, std::size_t n, bool normalized), (x, y, n, normalized)) \
+  X(multimax, (const T* x, T* y, std::size_t n, const multimax_params& p), (x, y, n, p)) \
+  X(asentmax, (const T* x, T* y, std::size_t n, T alpha, T s, T b), (x, y, n, alpha, s, b)) \
+  X(sigmoid_attention_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, T b), (x, y, dy, dx, n, b)) \
+  X(sa_softmax_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized), (x, y, dy, dx, n, normalized)) \
+  X(multimax_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p), (x, y, dy, dx, n, p)) \
+  X(asentmax_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, T alpha, T s, T b), (x, y, dy, dx, n, alpha, s, b))
 
 // The batched (matrix) overloads: same names as above, so the table stores
 // them as batched_<name>.
@@ -54,7 +63,15 @@
   X(stablemax_backward, (matrix_view<const T> x, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (x, dy, dx, ex)) \
   X(softpick_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T eps, executor* ex), (x, y, dy, dx, eps, ex)) \
   X(topk_softmax, (matrix_view<const T> x, std::size_t k, matrix_view<T> probs, matrix_view<std::uint32_t> index, executor* ex), (x, k, probs, index, ex)) \
-  X(sample, (matrix_view<const T> logits, std::size_t* out, const sampling& s, std::uint64_t seed, std::uint64_t offset, executor* ex), (logits, out, s, seed, offset, ex))
+  X(sample, (matrix_view<const T> logits, std::size_t* out, const sampling& s, std::uint64_t seed, std::uint64_t offset, executor* ex), (logits, out, s, seed, offset, ex)) \
+  X(sigmoid_attention, (matrix_view<const T> x, matrix_view<T> y, T b, executor* ex), (x, y, b, ex)) \
+  X(sa_softmax, (matrix_view<const T> x, matrix_view<T> y, bool normalized, executor* ex), (x, y, normalized, ex)) \
+  X(multimax, (matrix_view<const T> x, matrix_view<T> y, const multimax_params& p, executor* ex), (x, y, p, ex)) \
+  X(asentmax, (matrix_view<const T> x, matrix_view<T> y, T alpha, T s, T b, executor* ex), (x, y, alpha, s, b, ex)) \
+  X(sigmoid_attention_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T b, executor* ex), (x, y, dy, dx, b, ex)) \
+  X(sa_softmax_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, bool normalized, executor* ex), (x, y, dy, dx, normalized, ex)) \
+  X(multimax_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, const multimax_params& p, executor* ex), (x, y, dy, dx, p, ex)) \
+  X(asentmax_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T alpha, T s, T b, executor* ex), (x, y, dy, dx, alpha, s, b, ex))
 
 // Functions with a return value or overloads of one name (losses,
 // attention options, sample): X(return type, table field, public name, parameter

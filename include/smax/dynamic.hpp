@@ -17,6 +17,7 @@
 #include "losses.hpp"
 #include "config.hpp"
 #include "sampling.hpp"
+#include "multimax_params.hpp"
 
 namespace smax {
 namespace dynamic {
@@ -151,6 +152,31 @@ void sample(matrix_view<const float> logits, std::size_t* out, const sampling& s
             std::uint64_t offset = 0, executor* ex = nullptr);
 void sample(matrix_view<const double> logits, std::size_t* out, const sampling& s, std::uint64_t seed,
             std::uint64_t offset = 0, executor* ex = nullptr);
+// More of the seeds' family (see smax.hpp; multimax_params: seeds.hpp).
+#define SMAX_DYNAMIC_SEEDS_DECLS(T, Z)                                                                             \
+  void sigmoid_attention(const T* x, T* y, std::size_t n, T b);                                                    \
+  void sa_softmax(const T* x, T* y, std::size_t n, bool normalized = false);                                       \
+  void multimax(const T* x, T* y, std::size_t n, const multimax_params& p);                                        \
+  void asentmax(const T* x, T* y, std::size_t n, T alpha, T s, T b = Z);                                           \
+  void sigmoid_attention_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T b);                 \
+  void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized = false);    \
+  void multimax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p);     \
+  void asentmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T alpha, T s, T b = Z);        \
+  void sigmoid_attention(matrix_view<const T> x, matrix_view<T> y, T b, executor* ex = nullptr);                   \
+  void sa_softmax(matrix_view<const T> x, matrix_view<T> y, bool normalized = false, executor* ex = nullptr);      \
+  void multimax(matrix_view<const T> x, matrix_view<T> y, const multimax_params& p, executor* ex = nullptr);       \
+  void asentmax(matrix_view<const T> x, matrix_view<T> y, T alpha, T s, T b = Z, executor* ex = nullptr);          \
+  void sigmoid_attention_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,         \
+                                  matrix_view<T> dx, T b, executor* ex = nullptr);                                 \
+  void sa_softmax_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,                \
+                           matrix_view<T> dx, bool normalized = false, executor* ex = nullptr);                    \
+  void multimax_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,                  \
+                         matrix_view<T> dx, const multimax_params& p, executor* ex = nullptr);                     \
+  void asentmax_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,                  \
+                         matrix_view<T> dx, T alpha, T s, T b = Z, executor* ex = nullptr);
+SMAX_DYNAMIC_SEEDS_DECLS(float, 0.0f)
+SMAX_DYNAMIC_SEEDS_DECLS(double, 0.0)
+#undef SMAX_DYNAMIC_SEEDS_DECLS
 
 }  // namespace dynamic
 }  // namespace smax

@@ -37,6 +37,7 @@
 #include "config.hpp"
 #include "gumbel.hpp"
 #include "losses.hpp"
+#include "seeds.hpp"
 #include "softmax.hpp"
 #include "softpick.hpp"
 #include "sparse.hpp"
@@ -829,5 +830,197 @@ void sample(matrix_view<U> logits, std::size_t* out, const sampling& s, std::uin
             executor* ex = nullptr) {
   sample(DefaultArch{}, logits, out, s, seed, offset, ex);
 }
+// ------------------------------------------------ more of the seeds' family --
+// (kernels: seeds.hpp, where each paper and official code is cited) Each has
+// its backward NAME_backward(x, y, dy, dx, n, params...) (dx may alias x, y
+// or dy) and a batched form over rows. Errors measured by
+// tests/test_seeds.cpp against long double, every ISA.
+
+// Sigmoid attention (Ramapuram et al. 2024): y_i = sigmoid(x_i + b), b = -log n
+// in the paper. Elementwise, not a normalisation (y does not sum to one):
+// NaN -> NaN in that entry only, +inf -> 1, -inf -> 0; outputs below
+// e^-87 (float; e^-708 double) are 0, never subnormal. One read, one write.
+// Backward: dx = dy sigmoid(z) sigmoid(-z), z = x + b, from x (y unused).
+// Throws std::invalid_argument unless b is finite.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sigmoid_attention(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> b) {
+  if (!detail::is_finite(b)) throw std::invalid_argument("smax::sigmoid_attention: b must be finite");
+  detail::sigmoid_attention<A, T>(x, y, n, b);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sigmoid_attention(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> b) {
+  sigmoid_attention(DefaultArch{}, x, y, n, b);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sigmoid_attention_backward(A, const T* x, const T*, const T* dy, T* dx, std::size_t n,
+                                detail::nodeduce_t<T> b) {
+  if (!detail::is_finite(b)) throw std::invalid_argument("smax::sigmoid_attention_backward: b must be finite");
+  detail::sigmoid_attention_backward<A, T>(x, dy, dx, n, b);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sigmoid_attention_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> b) {
+  sigmoid_attention_backward(DefaultArch{}, x, y, dy, dx, n, b);
+}
+
+// Self-Adjust Softmax (Zheng et al. 2025): y = x softmax(x), or with
+// normalized = true, y = (x - lo) / (hi - lo) softmax(x), lo = min(min x, 0),
+// hi = max(max x, 0) (0 where hi = lo, i.e. x all 0). Not a normalisation:
+// the plain form is negative where x < 0. Special values: NaN -> all NaN;
+// +inf entries get +inf (plain) or 1 / count (normalized), the rest 0;
+// -inf entries get 0 (normalized: the other entries then get softmax(x),
+// the factor's limit); all -inf -> all 0. Outputs below the smallest normal
+// T are 0. Two reads and one write out of cache (softmax's two-pass, the
+// factor fused into the write).
+// Backward, from x, y and dy (p = softmax(x) recomputed):
+// dx = p (dy (g' + g) - sum dy y), normalized plus the terms of lo and hi at
+// the first minimum / maximum. NaN in x or dy -> all NaN; +inf in x -> 0.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sa_softmax(A, const T* x, T* y, std::size_t n, bool normalized = false) {
+  detail::sa_softmax<A, T>(x, y, n, normalized);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sa_softmax(const T* x, T* y, std::size_t n, bool normalized = false) {
+  sa_softmax(DefaultArch{}, x, y, n, normalized);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sa_softmax_backward(A, const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized = false) {
+  detail::sa_softmax_backward<A, T>(x, y, dy, dx, n, normalized);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized = false) {
+  sa_softmax_backward(DefaultArch{}, x, y, dy, dx, n, normalized);
+}
+
+// MultiMax (Zhou et al. 2024): y = softmax(sigma(x)), sigma the official
+// code's piecewise modulator (seeds.hpp), computed in T. Special values of
+// softmax, with the mask semantics of the official code: +-inf entries of x
+// are not modulated (+inf share, -inf get 0); a finite x whose sigma
+// overflows acts as +-inf. Backward: dx = sigma'(x) softmax_backward(y, dy).
+// Throws std::invalid_argument unless every parameter is finite.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void multimax(A, const T* x, T* y, std::size_t n, const multimax_params& p) {
+  detail::check_multimax("smax::multimax", p);
+  detail::multimax<A, T>(x, y, n, p);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void multimax(const T* x, T* y, std::size_t n, const multimax_params& p) {
+  multimax(DefaultArch{}, x, y, n, p);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void multimax_backward(A, const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p) {
+  detail::check_multimax("smax::multimax_backward", p);
+  detail::multimax_backward<A, T>(x, y, dy, dx, n, p);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void multimax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p) {
+  multimax_backward(DefaultArch{}, x, y, dy, dx, n, p);
+}
+
+// Adaptive-Scalable Entmax (Vasylenko et al. 2025): alpha-entmax of c x,
+// c = s log n + b (double, then T), c x rounded to T as an input would be.
+// alpha = 1 is ssmax. c <= 0 and special values as entmax_bisect on c x.
+// Backward: dx = c entmax_backward(y, dy). Throws std::invalid_argument
+// unless alpha >= 1, s and b are finite and c is finite in T.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void asentmax(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> alpha, detail::nodeduce_t<T> s,
+              detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  detail::check_asentmax("smax::asentmax", alpha, s, b, n);
+  detail::asentmax<A, T>(x, y, n, alpha, s, b);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void asentmax(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> alpha, detail::nodeduce_t<T> s,
+              detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  asentmax(DefaultArch{}, x, y, n, alpha, s, b);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void asentmax_backward(A, const T*, const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> alpha,
+                       detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  detail::check_asentmax("smax::asentmax_backward", alpha, s, b, n);
+  detail::asentmax_backward<A, T>(y, dy, dx, n, alpha, s, b);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void asentmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> alpha,
+                       detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  asentmax_backward(DefaultArch{}, x, y, dy, dx, n, alpha, s, b);
+}
+
+// Batched forms: every row the single-vector function of that row; n = cols
+// (asentmax's log n). Arguments are checked once, before any row runs.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sigmoid_attention(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> b,
+                       executor* ex = nullptr) {
+  sigmoid_attention(A{}, static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0, b);  // checks b
+  detail::rows_map("smax::sigmoid_attention", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { detail::sigmoid_attention<A, T>(xr, yr, n, b); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sigmoid_attention(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> b,
+                       executor* ex = nullptr) {
+  sigmoid_attention(DefaultArch{}, x, y, b, ex);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sa_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, bool normalized = false,
+                executor* ex = nullptr) {
+  detail::rows_map("smax::sa_softmax", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { detail::sa_softmax<A, T>(xr, yr, n, normalized); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sa_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, bool normalized = false,
+                executor* ex = nullptr) {
+  sa_softmax(DefaultArch{}, x, y, normalized, ex);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void multimax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, const multimax_params& p,
+              executor* ex = nullptr) {
+  detail::check_multimax("smax::multimax", p);
+  detail::rows_map("smax::multimax", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { detail::multimax<A, T>(xr, yr, n, p); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void multimax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, const multimax_params& p,
+              executor* ex = nullptr) {
+  multimax(DefaultArch{}, x, y, p, ex);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void asentmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> alpha,
+              detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0), executor* ex = nullptr) {
+  detail::check_asentmax("smax::asentmax", alpha, s, b, x.cols);
+  detail::rows_map("smax::asentmax", x, y, ex, [&](const T* xr, T* yr, std::size_t n, std::size_t) {
+    detail::asentmax<A, T>(xr, yr, n, alpha, s, b);
+  });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void asentmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> alpha,
+              detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0), executor* ex = nullptr) {
+  asentmax(DefaultArch{}, x, y, alpha, s, b, ex);
+}
+
+// Batched backward passes: (x, y, dy) -> dx row by row.
+#define SMAX_SEEDS_EXPAND(...) __VA_ARGS__
+#define SMAX_SEEDS_BATCHED_BACKWARD(fn, check, PARAMS, ARGS)                                                    \
+  template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>        \
+  void fn(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<const detail::nodeduce_t<T>> y,           \
+          matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx, SMAX_SEEDS_EXPAND PARAMS, executor* ex = nullptr) { \
+    check;                                                                                                     \
+    detail::rows_map4("smax::" #fn, {"x", "y", "dy", "dx"}, x, y, dy, dx, ex,                                  \
+                      [&](const T* xr, const T* yr, const T* dyr, T* dxr, std::size_t n) {                     \
+                        fn(A{}, xr, yr, dyr, dxr, n, SMAX_SEEDS_EXPAND ARGS);                                         \
+                      });                                                                                      \
+  }                                                                                                            \
+  template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>             \
+  void fn(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<const detail::nodeduce_t<T>> y,              \
+          matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx, SMAX_SEEDS_EXPAND PARAMS, executor* ex = nullptr) { \
+    fn(DefaultArch{}, x, y, dy, dx, SMAX_SEEDS_EXPAND ARGS, ex);                                                     \
+  }
+SMAX_SEEDS_BATCHED_BACKWARD(sigmoid_attention_backward,
+                            if (!detail::is_finite(b)) throw std::invalid_argument("smax::sigmoid_attention_backward: b must be finite"),
+                            (detail::nodeduce_t<T> b), (b))
+SMAX_SEEDS_BATCHED_BACKWARD(sa_softmax_backward, (void)0, (bool normalized), (normalized))
+SMAX_SEEDS_BATCHED_BACKWARD(multimax_backward, detail::check_multimax("smax::multimax_backward", p),
+                            (const multimax_params& p), (p))
+SMAX_SEEDS_BATCHED_BACKWARD(asentmax_backward, detail::check_asentmax("smax::asentmax_backward", alpha, s, b, x.cols),
+                            (detail::nodeduce_t<T> alpha, detail::nodeduce_t<T> s, detail::nodeduce_t<T> b), (alpha, s, b))
+#undef SMAX_SEEDS_BATCHED_BACKWARD
+#undef SMAX_SEEDS_EXPAND
 
 }  // namespace smax
