@@ -52,7 +52,8 @@ struct normal_exp {
   B lo;
   exp_ref<A, T> e;
   static T floor_of(T E) noexcept {
-    const double lo_d = (static_cast<double>(E) + C::min_k + 2) * 0.6931471805599453;
+    const double min_k = std::numeric_limits<T>::min_exponent - 1;  // -126 (float)
+    const double lo_d = (static_cast<double>(E) + min_k + 2) * 0.6931471805599453;
     T l = static_cast<T>(lo_d);
     if (static_cast<double>(l) < lo_d) l = std::nextafter(l, std::numeric_limits<T>::infinity());
     return l;

@@ -731,6 +731,8 @@ template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsim
 void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
                  const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
   log_softmax(DefaultArch{}, x, y, o, ex);
+}
+
 // ------------------------------------------------------- top-k and sampling --
 // (kernels: topk.hpp; docs/topk_sampling.md) Neither sorts the vocabulary:
 // a threshold-filtered selection, then only the survivors are sorted.
@@ -830,6 +832,7 @@ void sample(matrix_view<U> logits, std::size_t* out, const sampling& s, std::uin
             executor* ex = nullptr) {
   sample(DefaultArch{}, logits, out, s, seed, offset, ex);
 }
+
 // ------------------------------------------------ more of the seeds' family --
 // (kernels: seeds.hpp, where each paper and official code is cited) Each has
 // its backward NAME_backward(x, y, dy, dx, n, params...) (dx may alias x, y
