@@ -1,5 +1,6 @@
 // libFuzzer target: stablemax, log_stablemax, softpick, ssmax, gumbel_noise,
 // gumbel_softmax (soft and hard), stablemax_backward and softpick_backward,
+// the seeds' family (sigmoid_attention, sa_softmax, multimax, asentmax),
 // float and double, every ISA the CPU has, in place and not, misaligned,
 // with guard regions. Checked against long-double references within the
 // error bounds smax.hpp documents (with a margin: the unit tests pin the
@@ -346,9 +347,134 @@ void fuzz_backward(smax_fuzz::stream& in, const std::vector<T>& x, std::size_t o
   }
 }
 
+// The seeds' family (seeds.hpp): sigmoid_attention elementwise against long
+// double (and never subnormal); sa_softmax's special values and values;
+// multimax against softmax of the modulator in long double (where sigma
+// cannot overflow); asentmax against entmax_bisect of c x written out
+// (alpha = 1: against ssmax).
+template <class T>
+void fuzz_seeds(smax_fuzz::stream& in, const std::vector<T>& x, bool in_place, std::size_t off) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  constexpr ld eps = eps_of<T>();
+  const ld tiny = std::numeric_limits<T>::min();
+  const std::size_t n = x.size();
+  const auto bad = [&](const char* fn, const char* what, std::size_t i) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " at %zu (x %a)", i, i < n ? double(x[i]) : 0.0);
+    fail(std::string(fn) + ": " + what + buf);
+  };
+  switch (in.byte() % 4) {
+    case 0: {
+      const T b = static_cast<T>(static_cast<std::int8_t>(in.byte()) / 8.0);
+      const auto y = smax_fuzz::run_guarded(x, in_place, off, "sigmoid_attention", [&](const T* xp, T* yp) {
+        smax::dynamic::sigmoid_attention(xp, yp, n, b);
+      });
+      for (std::size_t i = 0; i < n; ++i) {
+        const T z = static_cast<T>(x[i] + b);
+        if (z != z) {
+          if (y[i] == y[i]) bad("sigmoid_attention", "NaN input must give NaN", i);
+          continue;
+        }
+        const ld ref = 1 / (1 + std::exp(-static_cast<ld>(z)));
+        if (y[i] != 0 && std::fabs(y[i]) < tiny) bad("sigmoid_attention", "subnormal output", i);
+        if (!(std::fabs(y[i] - ref) <= 8 * eps * ref + 2 * tiny)) bad("sigmoid_attention", "error above 8 ulp", i);
+      }
+      return;
+    }
+    case 1: {
+      const bool norm = in.byte() & 1;
+      const auto y = smax_fuzz::run_guarded(x, in_place, off, "sa_softmax", [&](const T* xp, T* yp) {
+        smax::dynamic::sa_softmax(xp, yp, n, norm);
+      });
+      if (smax_fuzz::any_nan(x)) return smax_fuzz::check_all_nan(y, "sa_softmax");
+      const std::size_t posinf = static_cast<std::size_t>(std::count(x.begin(), x.end(), inf));
+      if (posinf) {
+        for (std::size_t i = 0; i < n; ++i) {
+          const T expect = x[i] == inf ? (norm ? static_cast<T>(1.0L / posinf) : inf) : T(0);
+          if (!(y[i] == expect || std::fabs(y[i] - expect) <= 4 * eps * expect)) bad("sa_softmax", "+inf rule broken", i);
+        }
+        return;
+      }
+      ld m = -inf, lo = 0, hi = 0, S = 0;
+      for (T v : x) m = std::max<ld>(m, v), lo = std::min<ld>(lo, v), hi = std::max<ld>(hi, v);
+      if (m == -inf) {
+        for (std::size_t i = 0; i < n; ++i)
+          if (y[i] != 0) bad("sa_softmax", "all -inf must give 0", i);
+        return;
+      }
+      for (T v : x) S += std::exp(static_cast<ld>(v) - m);
+      for (std::size_t i = 0; i < n; ++i) {
+        const ld p = std::exp(static_cast<ld>(x[i]) - m) / S;
+        const ld g = !norm ? (x[i] == -inf ? 0.0L : static_cast<ld>(x[i]))
+                           : (lo == -inf ? (x[i] == -inf ? 0.0L : 1.0L) : (hi > lo ? (x[i] - lo) / (hi - lo) : 0.0L));
+        const ld ref = g * p;
+        if (!(std::fabs(y[i] - ref) <= 16 * eps * std::fabs(ref) + 2 * tiny)) bad("sa_softmax", "error above 16 ulp", i);
+      }
+      return;
+    }
+    case 2: {
+      smax::multimax_params p;
+      for (int k = 0; k < 4; ++k) {
+        p.ranges[k] = static_cast<std::int8_t>(in.byte()) / 32.0;
+        p.ts[k] = static_cast<std::int8_t>(in.byte()) / 256.0;
+      }
+      const auto y = smax_fuzz::run_guarded(x, in_place, off, "multimax", [&](const T* xp, T* yp) {
+        smax::dynamic::multimax(xp, yp, n, p);
+      });
+      // sigma is finite (and its T rounding small) for |x| <= 2^12.
+      std::vector<T> z(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const ld v = x[i];
+        if (v == v && std::fabs(v) < inf && std::fabs(v) > 4096) return;
+        const auto relu = [](ld a) { return a > 0 ? a : 0.0L; };
+        const ld a = relu(p.ranges[2] - v), d = relu(v - p.ranges[3]);
+        z[i] = std::fabs(v) == inf || v != v ? x[i]
+               : static_cast<T>(v + p.ts[0] * relu(p.ranges[0] - v) + p.ts[1] * relu(v - p.ranges[1]) + p.ts[2] * a * a +
+                                p.ts[3] * d * d);
+      }
+      if (smax_fuzz::check_special_softmax(z, y, false, "multimax")) return;
+      const auto ref = smax_fuzz::ref_softmax(z, false);
+      ld zmax = 0;
+      for (T v : z) zmax = std::max<ld>(zmax, std::fabs(v));
+      // z is sigma rounded to T here; the kernel's own sigma may differ by a
+      // few ulp of |sigma|, which the exp turns into relative error.
+      smax_fuzz::check_relative(y, ref, [&](std::size_t) { return (sizeof(T) == 4 ? 2e-6L : 2e-13L) + 16 * eps * zmax; },
+                                "multimax");
+      return;
+    }
+    default: {
+      const T alphas[] = {T(1), T(1.25), T(1.5), T(2), T(3)};
+      const T alpha = alphas[in.byte() % 5];
+      const T s = static_cast<T>(in.byte() / 64.0), b = static_cast<T>(static_cast<std::int8_t>(in.byte()) / 64.0);
+      const auto y = smax_fuzz::run_guarded(x, in_place, off, "asentmax", [&](const T* xp, T* yp) {
+        smax::dynamic::asentmax(xp, yp, n, alpha, s, b);
+      });
+      if (n == 0) return;
+      const T c = static_cast<T>(static_cast<double>(s) * std::log(static_cast<double>(n)) + static_cast<double>(b));
+      std::vector<T> z(n), want(n);
+      for (std::size_t i = 0; i < n; ++i) z[i] = c * x[i];
+      if (alpha == T(1))  // documented: ssmax (c in the exponent, never c x rounded)
+        smax::dynamic::ssmax(x.data(), want.data(), n, s, b);
+      else
+        smax::dynamic::entmax_bisect(z.data(), want.data(), n, alpha);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (want[i] != want[i]) {
+          if (y[i] == y[i]) bad("asentmax", "NaN where entmax_bisect of c x gives NaN", i);
+          continue;
+        }
+        if (!(std::fabs(y[i] - want[i]) <= 64 * eps)) bad("asentmax", "differs from entmax_bisect of c x", i);
+      }
+      return;
+    }
+  }
+}
+
 template <class T>
 void run(smax_fuzz::stream& in) {
-  const int which = in.byte() % 5;
+  // 200 and up: the seeds' family (added later; below 200 the corpus keeps
+  // its meaning).
+  const std::uint8_t pick = in.byte();
+  const int which = pick >= 200 ? 5 : pick % 5;
   const bool in_place = in.byte() & 1;
   const std::size_t off = in.byte();
   const std::size_t n = in.size(4096);
@@ -360,7 +486,8 @@ void run(smax_fuzz::stream& in) {
     case 1: return fuzz_softpick(in, x, in_place, off);
     case 2: return fuzz_ssmax(in, x, in_place, off);
     case 3: return fuzz_gumbel(in, x, in_place, off);
-    default: return fuzz_backward(in, x, off);
+    case 4: return fuzz_backward(in, x, off);
+    default: return fuzz_seeds(in, x, in_place, off);
   }
 }
 

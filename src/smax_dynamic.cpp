@@ -97,15 +97,15 @@ SMAX_BATCHED_FUNCTIONS(double, SMAX_FORWARD_BATCHED)
 #undef FIELD
 #undef SMAX_FORWARD_BATCHED
 
-#define SMAX_FORWARD_VALUE(ret, name, params, args) \
-  ret name params { return detail::current().FIELD.name args; }
+#define SMAX_FORWARD_TYPED(ret, field, name, params, args) \
+  ret name params { return detail::current().FIELD.field args; }
 #define FIELD f32
-SMAX_VALUE_FUNCTIONS(float, SMAX_FORWARD_VALUE)
+SMAX_TYPED_FUNCTIONS(float, SMAX_FORWARD_TYPED)
 #undef FIELD
 #define FIELD f64
-SMAX_VALUE_FUNCTIONS(double, SMAX_FORWARD_VALUE)
+SMAX_TYPED_FUNCTIONS(double, SMAX_FORWARD_TYPED)
 #undef FIELD
-#undef SMAX_FORWARD_VALUE
+#undef SMAX_FORWARD_TYPED
 
 }  // namespace dynamic
 }  // namespace smax

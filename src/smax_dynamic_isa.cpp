@@ -24,10 +24,10 @@ kernel_table<T> make_table() noexcept {
   t.batched_##name = +[] params { return smax::name(Arch{}, SMAX_EXPAND args); };
   SMAX_BATCHED_FUNCTIONS(T, SMAX_BATCHED_ENTRY)
 #undef SMAX_BATCHED_ENTRY
-#define SMAX_VALUE_ENTRY(ret, name, params, args) \
-  t.name = +[] params -> ret { return smax::name(Arch{}, SMAX_EXPAND args); };
-  SMAX_VALUE_FUNCTIONS(T, SMAX_VALUE_ENTRY)
-#undef SMAX_VALUE_ENTRY
+#define SMAX_TYPED_ENTRY(ret, field, name, params, args) \
+  t.field = +[] params -> ret { return smax::name(Arch{}, SMAX_EXPAND args); };
+  SMAX_TYPED_FUNCTIONS(T, SMAX_TYPED_ENTRY)
+#undef SMAX_TYPED_ENTRY
   return t;
 }
 

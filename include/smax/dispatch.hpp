@@ -8,7 +8,10 @@
 #include <cstdint>
 
 #include "config.hpp"
+#include "multimax_params.hpp"
 #include "batched.hpp"
+#include "attention.hpp"
+#include "losses.hpp"
 #include "sampling.hpp"
 
 // X(name, parameter list, argument list) for element type T.
@@ -30,7 +33,15 @@
   X(entmax_backward, (const T* y, const T* dy, T* dx, std::size_t n, T alpha), (y, dy, dx, n, alpha)) \
   X(softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
   X(log_softmax_backward, (const T* y, const T* dy, T* dx, std::size_t n), (y, dy, dx, n)) \
-  X(topk_softmax, (const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index), (x, n, k, probs, index))
+  X(topk_softmax, (const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index), (x, n, k, probs, index)) \
+  X(sigmoid_attention, (const T* x, T* y, std::size_t n, T b), (x, y, n, b)) \
+  X(sa_softmax, (const T* x, T* y, std::size_t n, bool normalized), (x, y, n, normalized)) \
+  X(multimax, (const T* x, T* y, std::size_t n, const multimax_params& p), (x, y, n, p)) \
+  X(asentmax, (const T* x, T* y, std::size_t n, T alpha, T s, T b), (x, y, n, alpha, s, b)) \
+  X(sigmoid_attention_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, T b), (x, y, dy, dx, n, b)) \
+  X(sa_softmax_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized), (x, y, dy, dx, n, normalized)) \
+  X(multimax_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p), (x, y, dy, dx, n, p)) \
+  X(asentmax_backward, (const T* x, const T* y, const T* dy, T* dx, std::size_t n, T alpha, T s, T b), (x, y, dy, dx, n, alpha, s, b))
 
 // The batched (matrix) overloads: same names as above, so the table stores
 // them as batched_<name>.
@@ -52,12 +63,51 @@
   X(stablemax_backward, (matrix_view<const T> x, matrix_view<const T> dy, matrix_view<T> dx, executor* ex), (x, dy, dx, ex)) \
   X(softpick_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T eps, executor* ex), (x, y, dy, dx, eps, ex)) \
   X(topk_softmax, (matrix_view<const T> x, std::size_t k, matrix_view<T> probs, matrix_view<std::uint32_t> index, executor* ex), (x, k, probs, index, ex)) \
-  X(sample, (matrix_view<const T> logits, std::size_t* out, const sampling& s, std::uint64_t seed, std::uint64_t offset, executor* ex), (logits, out, s, seed, offset, ex))
+  X(sample, (matrix_view<const T> logits, std::size_t* out, const sampling& s, std::uint64_t seed, std::uint64_t offset, executor* ex), (logits, out, s, seed, offset, ex)) \
+  X(sigmoid_attention, (matrix_view<const T> x, matrix_view<T> y, T b, executor* ex), (x, y, b, ex)) \
+  X(sa_softmax, (matrix_view<const T> x, matrix_view<T> y, bool normalized, executor* ex), (x, y, normalized, ex)) \
+  X(multimax, (matrix_view<const T> x, matrix_view<T> y, const multimax_params& p, executor* ex), (x, y, p, ex)) \
+  X(asentmax, (matrix_view<const T> x, matrix_view<T> y, T alpha, T s, T b, executor* ex), (x, y, alpha, s, b, ex)) \
+  X(sigmoid_attention_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T b, executor* ex), (x, y, dy, dx, b, ex)) \
+  X(sa_softmax_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, bool normalized, executor* ex), (x, y, dy, dx, normalized, ex)) \
+  X(multimax_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, const multimax_params& p, executor* ex), (x, y, dy, dx, p, ex)) \
+  X(asentmax_backward, (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, T alpha, T s, T b, executor* ex), (x, y, dy, dx, alpha, s, b, ex))
 
-// Functions that return a value: X(return type, name, parameter list,
-// argument list); the table stores them under their own name.
-#define SMAX_VALUE_FUNCTIONS(T, X) \
-  X(std::size_t, sample, (const T* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset), (logits, n, s, seed, offset))
+// Functions with a return value or overloads of one name (losses,
+// attention options, sample): X(return type, table field, public name, parameter
+// list, argument list).
+#define SMAX_TYPED_FUNCTIONS(T, X)                                                                               \
+  X(double, logsumexp, logsumexp, (const T* x, std::size_t n), (x, n))                                          \
+  X(double, cross_entropy, cross_entropy, (const T* x, std::size_t n, std::size_t target, float label_smoothing), \
+    (x, n, target, label_smoothing))                                                                             \
+  X(void, cross_entropy_backward, cross_entropy_backward,                                                        \
+    (const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float label_smoothing),                 \
+    (x, n, target, dloss, dx, label_smoothing))                                                                  \
+  X(void, cross_entropy_backward_lse, cross_entropy_backward,                                                    \
+    (const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float label_smoothing, double lse),     \
+    (x, n, target, dloss, dx, label_smoothing, lse))                                                             \
+  X(void, batched_logsumexp, logsumexp, (matrix_view<const T> x, double* out, executor* ex), (x, out, ex))      \
+  X(double, batched_cross_entropy, cross_entropy,                                                                \
+    (matrix_view<const T> x, const std::int64_t* targets, const loss_options& o, double* row_loss,               \
+     double* row_lse, executor* ex),                                                                             \
+    (x, targets, o, row_loss, row_lse, ex))                                                                      \
+  X(void, batched_cross_entropy_backward, cross_entropy_backward,                                                \
+    (matrix_view<const T> x, const std::int64_t* targets, double dloss, matrix_view<T> dx, const loss_options& o, \
+     const double* row_dloss, const double* lse, executor* ex),                                                  \
+    (x, targets, dloss, dx, o, row_dloss, lse, ex))                                                             \
+  X(void, softmax_opts, softmax, (const T* x, T* y, std::size_t n, const softmax_options<T>& o), (x, y, n, o))   \
+  X(void, log_softmax_opts, log_softmax, (const T* x, T* y, std::size_t n, const softmax_options<T>& o),         \
+    (x, y, n, o))                                                                                                \
+  X(void, softmax_backward_opts, softmax_backward,                                                               \
+    (const T* x, const T* y, const T* dy, T* dx, std::size_t n, const softmax_options<T>& o),                    \
+    (x, y, dy, dx, n, o))                                                                                        \
+  X(void, batched_softmax_attention, softmax,                                                                    \
+    (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex))     \
+  X(void, batched_log_softmax_attention, log_softmax,                                                            \
+    (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex)) \
+  X(std::size_t, sample, sample,                                                                                 \
+    (const T* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset),              \
+    (logits, n, s, seed, offset))
 
 // X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -84,9 +134,9 @@ struct kernel_table {
 #define SMAX_BATCHED_FIELD(name, params, args) void(*batched_##name) params;
   SMAX_BATCHED_FUNCTIONS(T, SMAX_BATCHED_FIELD)
 #undef SMAX_BATCHED_FIELD
-#define SMAX_VALUE_FIELD(ret, name, params, args) ret(*name) params;
-  SMAX_VALUE_FUNCTIONS(T, SMAX_VALUE_FIELD)
-#undef SMAX_VALUE_FIELD
+#define SMAX_TYPED_FIELD(ret, field, name, params, args) ret(*field) params;
+  SMAX_TYPED_FUNCTIONS(T, SMAX_TYPED_FIELD)
+#undef SMAX_TYPED_FIELD
 };
 
 struct isa_tables {

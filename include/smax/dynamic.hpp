@@ -13,8 +13,11 @@
 #include <cstddef>
 
 #include "batched.hpp"
+#include "attention.hpp"
+#include "losses.hpp"
 #include "config.hpp"
 #include "sampling.hpp"
+#include "multimax_params.hpp"
 
 namespace smax {
 namespace dynamic {
@@ -106,6 +109,35 @@ SMAX_DYNAMIC_BATCHED_DECLS(float, 0.0f)
 SMAX_DYNAMIC_BATCHED_DECLS(double, 0.0)
 #undef SMAX_DYNAMIC_BATCHED_DECLS
 
+// Losses (see smax.hpp "losses"; declared in losses.hpp: loss_options,
+// reduction). Return double.
+#define SMAX_DYNAMIC_LOSS_DECLS(T)                                                                              \
+  double logsumexp(const T* x, std::size_t n);                                                                 \
+  double cross_entropy(const T* x, std::size_t n, std::size_t target, float label_smoothing = 0);              \
+  void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx,              \
+                              float label_smoothing = 0);                                                      \
+  void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx,              \
+                              float label_smoothing, double lse);                                              \
+  void logsumexp(matrix_view<const T> x, double* out, executor* ex = nullptr);                                 \
+  double cross_entropy(matrix_view<const T> x, const std::int64_t* targets, const loss_options& o = {},        \
+                       double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr);         \
+  void cross_entropy_backward(matrix_view<const T> x, const std::int64_t* targets, double dloss,                \
+                              matrix_view<T> dx, const loss_options& o = {}, const double* row_dloss = nullptr, \
+                              const double* lse = nullptr, executor* ex = nullptr);
+SMAX_DYNAMIC_LOSS_DECLS(float)
+SMAX_DYNAMIC_LOSS_DECLS(double)
+#undef SMAX_DYNAMIC_LOSS_DECLS
+
+// Attention options (see smax.hpp "attention"; declared in attention.hpp).
+#define SMAX_DYNAMIC_ATTENTION_DECLS(T)                                                                        \
+  void softmax(const T* x, T* y, std::size_t n, const softmax_options<T>& o);                                \
+  void log_softmax(const T* x, T* y, std::size_t n, const softmax_options<T>& o);                            \
+  void softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const softmax_options<T>& o); \
+  void softmax(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex = nullptr); \
+  void log_softmax(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex = nullptr);
+SMAX_DYNAMIC_ATTENTION_DECLS(float)
+SMAX_DYNAMIC_ATTENTION_DECLS(double)
+#undef SMAX_DYNAMIC_ATTENTION_DECLS
 // Top-k softmax and sampling (see smax.hpp, "top-k and sampling").
 void topk_softmax(const float* x, std::size_t n, std::size_t k, float* probs, std::uint32_t* index);
 void topk_softmax(const double* x, std::size_t n, std::size_t k, double* probs, std::uint32_t* index);
@@ -120,6 +152,31 @@ void sample(matrix_view<const float> logits, std::size_t* out, const sampling& s
             std::uint64_t offset = 0, executor* ex = nullptr);
 void sample(matrix_view<const double> logits, std::size_t* out, const sampling& s, std::uint64_t seed,
             std::uint64_t offset = 0, executor* ex = nullptr);
+// More of the seeds' family (see smax.hpp; multimax_params: seeds.hpp).
+#define SMAX_DYNAMIC_SEEDS_DECLS(T, Z)                                                                             \
+  void sigmoid_attention(const T* x, T* y, std::size_t n, T b);                                                    \
+  void sa_softmax(const T* x, T* y, std::size_t n, bool normalized = false);                                       \
+  void multimax(const T* x, T* y, std::size_t n, const multimax_params& p);                                        \
+  void asentmax(const T* x, T* y, std::size_t n, T alpha, T s, T b = Z);                                           \
+  void sigmoid_attention_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T b);                 \
+  void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized = false);    \
+  void multimax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p);     \
+  void asentmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T alpha, T s, T b = Z);        \
+  void sigmoid_attention(matrix_view<const T> x, matrix_view<T> y, T b, executor* ex = nullptr);                   \
+  void sa_softmax(matrix_view<const T> x, matrix_view<T> y, bool normalized = false, executor* ex = nullptr);      \
+  void multimax(matrix_view<const T> x, matrix_view<T> y, const multimax_params& p, executor* ex = nullptr);       \
+  void asentmax(matrix_view<const T> x, matrix_view<T> y, T alpha, T s, T b = Z, executor* ex = nullptr);          \
+  void sigmoid_attention_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,         \
+                                  matrix_view<T> dx, T b, executor* ex = nullptr);                                 \
+  void sa_softmax_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,                \
+                           matrix_view<T> dx, bool normalized = false, executor* ex = nullptr);                    \
+  void multimax_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,                  \
+                         matrix_view<T> dx, const multimax_params& p, executor* ex = nullptr);                     \
+  void asentmax_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,                  \
+                         matrix_view<T> dx, T alpha, T s, T b = Z, executor* ex = nullptr);
+SMAX_DYNAMIC_SEEDS_DECLS(float, 0.0f)
+SMAX_DYNAMIC_SEEDS_DECLS(double, 0.0)
+#undef SMAX_DYNAMIC_SEEDS_DECLS
 
 }  // namespace dynamic
 }  // namespace smax

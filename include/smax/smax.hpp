@@ -31,10 +31,13 @@
 
 #include <stdexcept>
 
+#include "attention.hpp"
 #include "backward.hpp"
 #include "batched.hpp"
 #include "config.hpp"
 #include "gumbel.hpp"
+#include "losses.hpp"
+#include "seeds.hpp"
 #include "softmax.hpp"
 #include "softpick.hpp"
 #include "sparse.hpp"
@@ -529,6 +532,207 @@ void softpick_backward(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<c
   softpick_backward(DefaultArch{}, x, y, dy, dx, eps, ex);
 }
 
+// -------------------------------------------------------------------- losses --
+// (kernels: losses.hpp) Results in double. logsumexp and cross_entropy read
+// x once (no max pass: two_pass_sum's (mantissa, exponent) sum; label
+// smoothing adds a sum of x taken block by block while the block is in L2);
+// cross_entropy_backward reads x once and writes dx once when given the
+// saved logsumexp, and reads x once more without it. dx may be x.
+// Special values: NaN in x -> NaN; +inf entries -> logsumexp +inf (their
+// softmax shares the mass); all -inf -> logsumexp -inf, softmax zeros; a
+// target whose logit is -inf -> loss +inf. Bad arguments (target >= n, a
+// label_smoothing outside [0, 1]) throw std::invalid_argument before
+// anything is written. Accuracy (tests/test_losses.cpp, every ISA): within
+// 1e-6 (float) of a long-double reference, relative to max(1, |result|).
+
+// log(sum_i e^(x_i)); n = 0 gives -inf.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+double logsumexp(A, const T* x, std::size_t n) {
+  return detail::logsumexp_sum<A>(x, n, nullptr);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+double logsumexp(const T* x, std::size_t n) {
+  return logsumexp(DefaultArch{}, x, n);
+}
+
+// logsumexp(x) - ((1 - ls) x_target + ls mean(x)), ls = label_smoothing.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+double cross_entropy(A, const T* x, std::size_t n, std::size_t target, float label_smoothing = 0) {
+  detail::check_loss_args<T>("smax::cross_entropy", n, target, label_smoothing);
+  return detail::cross_entropy<A>(x, n, target, label_smoothing);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+double cross_entropy(const T* x, std::size_t n, std::size_t target, float label_smoothing = 0) {
+  return cross_entropy(DefaultArch{}, x, n, target, label_smoothing);
+}
+
+// dx = dloss (softmax(x) - q), q = (1 - ls) onehot(target) + ls / n.
+// Outputs below the smallest normal T are 0. The second form takes the
+// logsumexp of x saved from the forward pass (one read fewer).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void cross_entropy_backward(A, const T* x, std::size_t n, std::size_t target, double dloss, T* dx,
+                            float label_smoothing = 0) {
+  detail::check_loss_args<T>("smax::cross_entropy_backward", n, target, label_smoothing);
+  detail::cross_entropy_backward<A>(x, n, target, dloss, dx, label_smoothing,
+                                    detail::logsumexp_sum<A>(x, n, nullptr));
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx,
+                            float label_smoothing = 0) {
+  cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void cross_entropy_backward(A, const T* x, std::size_t n, std::size_t target, double dloss, T* dx,
+                            float label_smoothing, double logsumexp_x) {
+  detail::check_loss_args<T>("smax::cross_entropy_backward", n, target, label_smoothing);
+  detail::cross_entropy_backward<A>(x, n, target, dloss, dx, label_smoothing, logsumexp_x);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx,
+                            float label_smoothing, double logsumexp_x) {
+  cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing, logsumexp_x);
+}
+
+// Batched: one row of logits per example, targets[r] its class (or
+// o.ignore_index: loss 0, gradient 0, not counted by mean). Rows run on the
+// executor; the reduction is summed in row order on the calling thread, so
+// the result is bitwise the same for any thread count.
+//   logsumexp:      out[r] = logsumexp(row r)
+//   cross_entropy:  returns the sum or the mean over rows not ignored
+//                   (reduction::none returns 0; mean with every row ignored
+//                   returns NaN); row_loss, when not null, gets every row's
+//                   loss and row_lse every row's logsumexp (for backward).
+//   cross_entropy_backward: dx row r = g_r (softmax(row r) - q_r), with
+//                   g_r = dloss (sum), dloss / rows counted (mean), or
+//                   row_dloss[r] (none: required); lse: the saved row_lse,
+//                   or null (then computed: one more read).
+template <class A, class U, class T = std::remove_const_t<U>, class = detail::enable_if_arch_t<A>,
+          class = detail::enable_if_real_t<T>>
+void logsumexp(A, matrix_view<U> x, double* out, executor* ex = nullptr) {
+  detail::check_view("smax::logsumexp", x, "x");
+  if (x.rows && !out) throw std::invalid_argument("smax::logsumexp: out must not be null");
+  detail::logsumexp_rows<A, T>(x, out, ex);
+}
+template <class U, class T = std::remove_const_t<U>, class = detail::enable_if_real_t<T>,
+          class DefaultArch = xsimd::default_arch>
+void logsumexp(matrix_view<U> x, double* out, executor* ex = nullptr) {
+  logsumexp(DefaultArch{}, x, out, ex);
+}
+
+template <class A, class U, class T = std::remove_const_t<U>, class = detail::enable_if_arch_t<A>,
+          class = detail::enable_if_real_t<T>>
+double cross_entropy(A, matrix_view<U> x, const std::int64_t* targets, const loss_options& o = {},
+                     double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) {
+  detail::check_view("smax::cross_entropy", x, "x");
+  detail::check_targets<T>("smax::cross_entropy", x.rows, x.cols, targets, o);
+  if (o.reduce == reduction::none && x.rows && !row_loss)
+    throw std::invalid_argument("smax::cross_entropy: reduction::none needs row_loss");
+  return detail::cross_entropy_rows<A, T>(x, targets, o, row_loss, row_lse, ex);
+}
+template <class U, class T = std::remove_const_t<U>, class = detail::enable_if_real_t<T>,
+          class DefaultArch = xsimd::default_arch>
+double cross_entropy(matrix_view<U> x, const std::int64_t* targets, const loss_options& o = {},
+                     double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) {
+  return cross_entropy(DefaultArch{}, x, targets, o, row_loss, row_lse, ex);
+}
+
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void cross_entropy_backward(A, matrix_view<const detail::nodeduce_t<T>> x, const std::int64_t* targets, double dloss,
+                            matrix_view<T> dx, const loss_options& o = {}, const double* row_dloss = nullptr,
+                            const double* lse = nullptr, executor* ex = nullptr) {
+  detail::check_shapes("smax::cross_entropy_backward", x, dx, "x", "dx");
+  detail::check_targets<T>("smax::cross_entropy_backward", x.rows, x.cols, targets, o);
+  if (o.reduce == reduction::none && x.rows && !row_dloss)
+    throw std::invalid_argument("smax::cross_entropy_backward: reduction::none needs row_dloss");
+  detail::cross_entropy_backward_rows<A, T>(x, targets, dloss, dx, o, row_dloss, lse, ex);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void cross_entropy_backward(matrix_view<const detail::nodeduce_t<T>> x, const std::int64_t* targets, double dloss,
+                            matrix_view<T> dx, const loss_options& o = {}, const double* row_dloss = nullptr,
+                            const double* lse = nullptr, executor* ex = nullptr) {
+  cross_entropy_backward(DefaultArch{}, x, targets, dloss, dx, o, row_dloss, lse, ex);
+}
+
+// ---------------------------------------------------------------- attention --
+// (kernels: attention.hpp) softmax with the options attention scores carry,
+// fused into the softmax's own passes (x and the mask read once):
+//   z_i = scale x_i; softcap > 0: z_i = softcap tanh(z_i / softcap);
+//   mask: z_i += mask_scale mask_i, a -inf mask entry masks whatever x_i is;
+//   entries i >= length masked;
+//   y_i = e^(z_i - M) / (sum_j e^(z_j - M) + e^(sink - M)), M = max(z, sink).
+// Masked entries give 0 (log_softmax: -inf); everything masked gives all 0
+// (log: -inf), with or without a sink; NaN in an unmasked entry gives all
+// NaN; +inf z entries share the mass. Outputs below the smallest normal T
+// are 0. Throws std::invalid_argument for a non-finite scale or mask_scale,
+// a negative or non-finite softcap, a NaN or +inf sink.
+// Accuracy (tests/test_attention.cpp, every ISA): float outputs within
+// 1e-6 + |z_i - M| 2^-23 relative of a long-double reference of the same
+// options (softcap: + 4 ulp of tanh).
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax(A, const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
+  detail::check_softmax_options("smax::softmax", o);
+  detail::softmax_opts<A>(x, y, n, o, false);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softmax(const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
+  softmax(DefaultArch{}, x, y, n, o);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void log_softmax(A, const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
+  detail::check_softmax_options("smax::log_softmax", o);
+  detail::softmax_opts<A>(x, y, n, o, true);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void log_softmax(const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
+  log_softmax(DefaultArch{}, x, y, n, o);
+}
+// dx w.r.t. x, given x, the forward softmax output y and dy (the sink's
+// gradient is not returned). dx may be y or dy; not x when softcap > 0.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax_backward(A, const T* x, const T* y, const T* dy, T* dx, std::size_t n,
+                      const softmax_options<detail::nodeduce_t<T>>& o) {
+  detail::check_softmax_options("smax::softmax_backward", o);
+  detail::softmax_backward_opts<A>(x, y, dy, dx, n, o);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n,
+                      const softmax_options<detail::nodeduce_t<T>>& o) {
+  softmax_backward(DefaultArch{}, x, y, dy, dx, n, o);
+}
+
+// Batched attention rows (attention_options): row r of head h = r / (rows /
+// heads) uses mask row r mod mask.rows, mask_scale = slopes[h] (or ggml's
+// ALiBi slope from max_bias, see alibi_slope), sink = sinks[h], and the
+// length lengths.per_row[r] or, for causal(offset), q + offset + 1 with
+// q = r mod (rows / heads). Each row is exactly the single-vector call with
+// those options; rows run on the executor (bitwise the same for any thread
+// count). Throws as the single-vector form, and for heads not dividing rows,
+// a mask narrower than x, a negative max_bias.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+             const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  detail::check_shapes("smax::softmax", x, y);
+  detail::check_attention("smax::softmax", x, o);
+  detail::softmax_attention_rows<A, T>(x, y, o, ex, false);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+             const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  softmax(DefaultArch{}, x, y, o, ex);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void log_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+                 const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  detail::check_shapes("smax::log_softmax", x, y);
+  detail::check_attention("smax::log_softmax", x, o);
+  detail::softmax_attention_rows<A, T>(x, y, o, ex, true);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
+                 const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  log_softmax(DefaultArch{}, x, y, o, ex);
+}
+
 // ------------------------------------------------------- top-k and sampling --
 // (kernels: topk.hpp; docs/topk_sampling.md) Neither sorts the vocabulary:
 // a threshold-filtered selection, then only the survivors are sorted.
@@ -628,5 +832,198 @@ void sample(matrix_view<U> logits, std::size_t* out, const sampling& s, std::uin
             executor* ex = nullptr) {
   sample(DefaultArch{}, logits, out, s, seed, offset, ex);
 }
+
+// ------------------------------------------------ more of the seeds' family --
+// (kernels: seeds.hpp, where each paper and official code is cited) Each has
+// its backward NAME_backward(x, y, dy, dx, n, params...) (dx may alias x, y
+// or dy) and a batched form over rows. Errors measured by
+// tests/test_seeds.cpp against long double, every ISA.
+
+// Sigmoid attention (Ramapuram et al. 2024): y_i = sigmoid(x_i + b), b = -log n
+// in the paper. Elementwise, not a normalisation (y does not sum to one):
+// NaN -> NaN in that entry only, +inf -> 1, -inf -> 0; outputs below
+// e^-87 (float; e^-708 double) are 0, never subnormal. One read, one write.
+// Backward: dx = dy sigmoid(z) sigmoid(-z), z = x + b, from x (y unused).
+// Throws std::invalid_argument unless b is finite.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sigmoid_attention(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> b) {
+  if (!detail::is_finite(b)) throw std::invalid_argument("smax::sigmoid_attention: b must be finite");
+  detail::sigmoid_attention<A, T>(x, y, n, b);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sigmoid_attention(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> b) {
+  sigmoid_attention(DefaultArch{}, x, y, n, b);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sigmoid_attention_backward(A, const T* x, const T*, const T* dy, T* dx, std::size_t n,
+                                detail::nodeduce_t<T> b) {
+  if (!detail::is_finite(b)) throw std::invalid_argument("smax::sigmoid_attention_backward: b must be finite");
+  detail::sigmoid_attention_backward<A, T>(x, dy, dx, n, b);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sigmoid_attention_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> b) {
+  sigmoid_attention_backward(DefaultArch{}, x, y, dy, dx, n, b);
+}
+
+// Self-Adjust Softmax (Zheng et al. 2025): y = x softmax(x), or with
+// normalized = true, y = (x - lo) / (hi - lo) softmax(x), lo = min(min x, 0),
+// hi = max(max x, 0) (0 where hi = lo, i.e. x all 0). Not a normalisation:
+// the plain form is negative where x < 0. Special values: NaN -> all NaN;
+// +inf entries get +inf (plain) or 1 / count (normalized), the rest 0;
+// -inf entries get 0 (normalized: the other entries then get softmax(x),
+// the factor's limit); all -inf -> all 0. Outputs below the smallest normal
+// T are 0. Two reads and one write out of cache (softmax's two-pass, the
+// factor fused into the write).
+// Backward, from x, y and dy (p = softmax(x) recomputed):
+// dx = p (dy (g' + g) - sum dy y), normalized plus the terms of lo and hi at
+// the first minimum / maximum. NaN in x or dy -> all NaN; +inf in x -> 0.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sa_softmax(A, const T* x, T* y, std::size_t n, bool normalized = false) {
+  detail::sa_softmax<A, T>(x, y, n, normalized);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sa_softmax(const T* x, T* y, std::size_t n, bool normalized = false) {
+  sa_softmax(DefaultArch{}, x, y, n, normalized);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sa_softmax_backward(A, const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized = false) {
+  detail::sa_softmax_backward<A, T>(x, y, dy, dx, n, normalized);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized = false) {
+  sa_softmax_backward(DefaultArch{}, x, y, dy, dx, n, normalized);
+}
+
+// MultiMax (Zhou et al. 2024): y = softmax(sigma(x)), sigma the official
+// code's piecewise modulator (seeds.hpp), computed in T. Special values of
+// softmax, with the mask semantics of the official code: +-inf entries of x
+// are not modulated (+inf share, -inf get 0); a finite x whose sigma
+// overflows acts as +-inf. Backward: dx = sigma'(x) softmax_backward(y, dy).
+// Throws std::invalid_argument unless every parameter is finite.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void multimax(A, const T* x, T* y, std::size_t n, const multimax_params& p) {
+  detail::check_multimax("smax::multimax", p);
+  detail::multimax<A, T>(x, y, n, p);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void multimax(const T* x, T* y, std::size_t n, const multimax_params& p) {
+  multimax(DefaultArch{}, x, y, n, p);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void multimax_backward(A, const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p) {
+  detail::check_multimax("smax::multimax_backward", p);
+  detail::multimax_backward<A, T>(x, y, dy, dx, n, p);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void multimax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p) {
+  multimax_backward(DefaultArch{}, x, y, dy, dx, n, p);
+}
+
+// Adaptive-Scalable Entmax (Vasylenko et al. 2025): alpha-entmax of c x,
+// c = s log n + b (double, then T), c x rounded to T as an input would be.
+// alpha = 1 is ssmax. c <= 0 and special values as entmax_bisect on c x.
+// Backward: dx = c entmax_backward(y, dy). Throws std::invalid_argument
+// unless alpha >= 1, s and b are finite and c is finite in T.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void asentmax(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> alpha, detail::nodeduce_t<T> s,
+              detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  detail::check_asentmax("smax::asentmax", alpha, s, b, n);
+  detail::asentmax<A, T>(x, y, n, alpha, s, b);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void asentmax(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> alpha, detail::nodeduce_t<T> s,
+              detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  asentmax(DefaultArch{}, x, y, n, alpha, s, b);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void asentmax_backward(A, const T*, const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> alpha,
+                       detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  detail::check_asentmax("smax::asentmax_backward", alpha, s, b, n);
+  detail::asentmax_backward<A, T>(y, dy, dx, n, alpha, s, b);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void asentmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> alpha,
+                       detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
+  asentmax_backward(DefaultArch{}, x, y, dy, dx, n, alpha, s, b);
+}
+
+// Batched forms: every row the single-vector function of that row; n = cols
+// (asentmax's log n). Arguments are checked once, before any row runs.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sigmoid_attention(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> b,
+                       executor* ex = nullptr) {
+  sigmoid_attention(A{}, static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0, b);  // checks b
+  detail::rows_map("smax::sigmoid_attention", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { detail::sigmoid_attention<A, T>(xr, yr, n, b); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sigmoid_attention(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> b,
+                       executor* ex = nullptr) {
+  sigmoid_attention(DefaultArch{}, x, y, b, ex);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void sa_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, bool normalized = false,
+                executor* ex = nullptr) {
+  detail::rows_map("smax::sa_softmax", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { detail::sa_softmax<A, T>(xr, yr, n, normalized); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void sa_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, bool normalized = false,
+                executor* ex = nullptr) {
+  sa_softmax(DefaultArch{}, x, y, normalized, ex);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void multimax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, const multimax_params& p,
+              executor* ex = nullptr) {
+  detail::check_multimax("smax::multimax", p);
+  detail::rows_map("smax::multimax", x, y, ex,
+                   [&](const T* xr, T* yr, std::size_t n, std::size_t) { detail::multimax<A, T>(xr, yr, n, p); });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void multimax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, const multimax_params& p,
+              executor* ex = nullptr) {
+  multimax(DefaultArch{}, x, y, p, ex);
+}
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void asentmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> alpha,
+              detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0), executor* ex = nullptr) {
+  detail::check_asentmax("smax::asentmax", alpha, s, b, x.cols);
+  detail::rows_map("smax::asentmax", x, y, ex, [&](const T* xr, T* yr, std::size_t n, std::size_t) {
+    detail::asentmax<A, T>(xr, yr, n, alpha, s, b);
+  });
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void asentmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, detail::nodeduce_t<T> alpha,
+              detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0), executor* ex = nullptr) {
+  asentmax(DefaultArch{}, x, y, alpha, s, b, ex);
+}
+
+// Batched backward passes: (x, y, dy) -> dx row by row.
+#define SMAX_SEEDS_EXPAND(...) __VA_ARGS__
+#define SMAX_SEEDS_BATCHED_BACKWARD(fn, check, PARAMS, ARGS)                                                    \
+  template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>        \
+  void fn(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<const detail::nodeduce_t<T>> y,           \
+          matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx, SMAX_SEEDS_EXPAND PARAMS, executor* ex = nullptr) { \
+    check;                                                                                                     \
+    detail::rows_map4("smax::" #fn, {"x", "y", "dy", "dx"}, x, y, dy, dx, ex,                                  \
+                      [&](const T* xr, const T* yr, const T* dyr, T* dxr, std::size_t n) {                     \
+                        fn(A{}, xr, yr, dyr, dxr, n, SMAX_SEEDS_EXPAND ARGS);                                         \
+                      });                                                                                      \
+  }                                                                                                            \
+  template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>             \
+  void fn(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<const detail::nodeduce_t<T>> y,              \
+          matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx, SMAX_SEEDS_EXPAND PARAMS, executor* ex = nullptr) { \
+    fn(DefaultArch{}, x, y, dy, dx, SMAX_SEEDS_EXPAND ARGS, ex);                                                     \
+  }
+SMAX_SEEDS_BATCHED_BACKWARD(sigmoid_attention_backward,
+                            if (!detail::is_finite(b)) throw std::invalid_argument("smax::sigmoid_attention_backward: b must be finite"),
+                            (detail::nodeduce_t<T> b), (b))
+SMAX_SEEDS_BATCHED_BACKWARD(sa_softmax_backward, (void)0, (bool normalized), (normalized))
+SMAX_SEEDS_BATCHED_BACKWARD(multimax_backward, detail::check_multimax("smax::multimax_backward", p),
+                            (const multimax_params& p), (p))
+SMAX_SEEDS_BATCHED_BACKWARD(asentmax_backward, detail::check_asentmax("smax::asentmax_backward", alpha, s, b, x.cols),
+                            (detail::nodeduce_t<T> alpha, detail::nodeduce_t<T> s, detail::nodeduce_t<T> b), (alpha, s, b))
+#undef SMAX_SEEDS_BATCHED_BACKWARD
+#undef SMAX_SEEDS_EXPAND
 
 }  // namespace smax

@@ -236,8 +236,17 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
 // Emax the largest per-lane reference exponent. False (s, Emax unusable)
 // for a NaN, an infinite or empty sum, or a max outside the range the
 // single-pass reduction accepts: the caller then takes three passes.
-template <class A, class T>
-SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax) noexcept {
+// `pre` maps each loaded vector first (seeds.hpp: MultiMax's modulator, or
+// a min/max tracker); in the tail it sees 0 in the padding lanes, and its
+// results there are replaced by -inf.
+struct pass_through {
+  template <class B>
+  SMAX_INLINE B operator()(B v) const noexcept {
+    return v;
+  }
+};
+template <class A, class T, class Pre = pass_through>
+SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax, Pre&& pre = {}) noexcept {
   using B = xsimd::batch<T, A>;
   using L = single_pass_limits<T>;
   using C = exp_constants<T>;
@@ -309,7 +318,7 @@ SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax) no
   for (; i + U * W <= n; i += U * W) {
     B v[U];
 #pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u) v[u] = B::load_unaligned(x + i + u * W);
+    for (std::size_t u = 0; u < U; ++u) v[u] = pre(B::load_unaligned(x + i + u * W));
     chunk(v);
     if (++chunks == loop_shape<A>::block_chunks) {
       flush();
@@ -319,8 +328,11 @@ SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax) no
   if (i < n) {
     const std::size_t r = n - i;
     B v[U];
-    for (std::size_t u = 0; u < U; ++u)
-      v[u] = load_partial<A>(x + i + u * W, r > u * W ? (r - u * W < W ? r - u * W : W) : 0, ninf);
+    for (std::size_t u = 0; u < U; ++u) {
+      const std::size_t live = r > u * W ? (r - u * W < W ? r - u * W : W) : 0;
+      v[u] = xsimd::select(lane_index<A, T>() < B(static_cast<T>(live)), pre(load_partial<A>(x + i + u * W, live, T(0))),
+                           B(ninf));
+    }
     chunk(v);
   }
   flush();

@@ -867,35 +867,65 @@ struct entmax_power {
   }
 };
 
+// `scale` c (seeds.hpp's asentmax): alpha-entmax of c x, c x rounded to T
+// as if it were the input but never stored when c > 0: the candidates lie
+// within p / c of the max, are scaled once found, and the output pass
+// scales each x. c <= 0, alpha = 1, a max that is not finite, or a c m
+// that overflows T: c x is written to y and solved there.
 template <class A, class T>
-void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_count* count = nullptr) {
+void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_count* count = nullptr,
+                   T scale = T(1)) {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
+  const bool scaled = scale != T(1);
+  const auto prescale = [&]() {
+    const B c(scale);
+    map<A>(x, y, n, [c](B v) { return v * c; });
+    entmax_bisect<A, T>(y, y, n, alpha, n_iter, count);
+  };
+  if (scaled && (alpha == T(1) || !(scale > T(0)))) return prescale();
   if (alpha == T(1)) return softmax<A>(x, y, n, algorithm::automatic);
   const double am1 = static_cast<double>(alpha) - 1.0;
   const double p = 1.0 / am1;
+  const double width = p / static_cast<double>(scale);
   candidate_store<T> store(x == y ? nullptr : y, n);
   std::size_t k;
   bool complete;
-  const T m = max_and_candidates<A>(x, n, p, store, x == y ? store.stack_capacity : n, k, complete);
+  T m = max_and_candidates<A>(x, n, width, store, x == y ? store.stack_capacity : n, k, complete);
+  // Special values of c x (a finite x whose c x overflows shares with the
+  // infinities): on c x written out.
+  if (scaled && !is_finite(static_cast<T>(m * scale))) return prescale();
   if (sparse_nonfinite(x, y, n, m)) return;
-  if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, p), store);
+  if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, width), store);
+  if (scaled) {
+    T* c = store.data();
+    for (std::size_t i = 0; i < k; ++i) c[i] *= scale;
+    m *= scale;
+  }
   double t_lo;
   const double t = entmax_threshold<A>(store.data(), k, static_cast<double>(m), am1, n_iter, count, &t_lo);
   T hi, lo;
   double lo_d;
   split_threshold(m, t, hi, lo, &lo_d, t_lo);
-  const B hv(hi), lv(lo), zero(T(0));
+  const B hv(hi), lv(lo), zero(T(0)), sv(scale), ninf(-std::numeric_limits<T>::infinity());
+  const auto out = [&](auto f) {
+    // max(-inf, c x) rounds c x to T as the candidates were (an FMA
+    // contracted from c x - hi would not) and keeps NaN.
+    if (scaled)
+      map<A>(x, y, n, [&](B v) { return f(xsimd::max(ninf, v * sv)); });
+    else
+      map<A>(x, y, n, f);
+  };
   if (p == 1.0) {
-    map<A>(x, y, n, [&](B v) { return xsimd::max((v - hv) - lv, zero); });
+    out([&](B v) { return xsimd::max((v - hv) - lv, zero); });
   } else if (p == 2.0) {
     const B a(static_cast<T>(am1));
-    map<A>(x, y, n, [&](B v) {
+    out([&](B v) {
       const B u = xsimd::max((v - hv) - lv, zero) * a;
       return u * u;
     });
   } else {
-    map<A>(x, y, n, entmax_power<A, T>{am1, p, hi, lo, lo_d});
+    out(entmax_power<A, T>{am1, p, hi, lo, lo_d});
   }
 }
 

@@ -1,0 +1,188 @@
+// libFuzzer target: logsumexp, cross_entropy, cross_entropy_backward (with
+// and without the saved logsumexp, in place or not) and the attention
+// options of softmax / log_softmax, float and double, every ISA the CPU has,
+// guard regions; checked against long-double references, the special-value
+// rules, and "no subnormal output".
+#include "common.hpp"
+
+namespace {
+
+using ld = long double;
+
+template <class T>
+bool subnormal(T v) {
+  return std::fpclassify(v) == FP_SUBNORMAL;
+}
+
+template <class T>
+void run_losses(smax_fuzz::stream& in, const std::vector<T>& x) {
+  const std::size_t n = x.size();
+  const double lse = smax::dynamic::logsumexp(x.data(), n);
+  bool nan = false, pinf = false;
+  ld m = -INFINITY;
+  for (T v : x) {
+    nan |= v != v;
+    pinf |= v == std::numeric_limits<T>::infinity();
+    if (v == v) m = std::max<ld>(m, v);
+  }
+  if (nan) {
+    if (lse == lse) smax_fuzz::fail("logsumexp: NaN in x must give NaN");
+  } else if (pinf) {
+    if (lse != INFINITY) smax_fuzz::fail("logsumexp: +inf in x must give +inf");
+  } else if (m == -INFINITY) {
+    if (lse != -INFINITY) smax_fuzz::fail("logsumexp: all -inf must give -inf");
+  } else {
+    ld s = 0;
+    for (T v : x) s += std::exp(ld(v) - m);
+    const ld ref = m + std::log(s);
+    const double tol = (sizeof(T) == 4 ? 1e-6 : 1e-14) * std::max<double>(1.0, std::fabs(double(ref)));
+    if (!(std::fabs(lse - double(ref)) <= tol)) smax_fuzz::fail("logsumexp: off the reference");
+  }
+  if (n == 0) return;
+  const std::size_t t = in.u32() % n;
+  const float ls = (in.byte() % 4 == 0) ? float(in.byte()) / 255.0f : 0.0f;
+  const double dloss = std::ldexp(double(int(in.byte()) - 128) / 64.0, int(in.byte() % 64) - 32);
+  const bool in_place = in.byte() & 1;
+  const bool saved = in.byte() & 1;
+  smax_fuzz::context() += "target " + std::to_string(t) + ", label smoothing " + std::to_string(ls) + ", dloss " +
+                          std::to_string(dloss) + (saved ? ", saved lse" : "") + (in_place ? ", in place\n" : "\n");
+  smax_fuzz::guarded<T> xb(n, in.byte()), db(n, in.byte());
+  xb.assign(x);
+  T* out = in_place ? xb.data() : db.data();
+  if (saved)
+    smax::dynamic::cross_entropy_backward(xb.data(), n, t, dloss, out, ls, lse);
+  else
+    smax::dynamic::cross_entropy_backward(xb.data(), n, t, dloss, out, ls);
+  xb.check_guards("cross_entropy_backward");
+  db.check_guards("cross_entropy_backward");
+  const std::vector<T> dx = in_place ? xb.vec() : db.vec();
+  for (T v : dx)
+    if (subnormal(v)) smax_fuzz::fail("cross_entropy_backward: subnormal output");
+  if (!nan && !pinf && m > -INFINITY && dloss != 0) {
+    // Against the reference where x is finite: the gradient sums to 0 and
+    // each entry is dloss (p - q).
+    ld s = 0;
+    for (T v : x) s += std::exp(ld(v) - m);
+    for (std::size_t i = 0; i < n; ++i) {
+      const ld p = std::exp(ld(x[i]) - m) / s;
+      const ld q = ld(ls) / ld(n) + (i == t ? 1 - ld(ls) : 0);
+      const ld ref = ld(dloss) * (p - q);
+      const ld scale = std::fabs(ld(dloss)) * (p + q);
+      // The kernel exponentiates against a double logsumexp: its rounding,
+      // |lse| 2^-53, adds to the relative error (double's huge logits).
+      const ld rel = (sizeof(T) == 4 ? 2e-6L : 1e-13L) + std::fabs(ld(lse)) * 0x1p-52L;
+      const ld tol = rel * scale + 2 * ld(std::numeric_limits<T>::min()) +
+                     ld(std::numeric_limits<T>::min()) * std::ldexp(1.0L, std::numeric_limits<T>::digits + 2);
+      if (!(std::fabs(ld(dx[i]) - ref) <= tol)) smax_fuzz::fail("cross_entropy_backward: off the reference");
+    }
+  }
+}
+
+template <class T>
+void run_attention(smax_fuzz::stream& in, const std::vector<T>& x) {
+  const std::size_t n = x.size();
+  smax::softmax_options<T> o;
+  const std::uint8_t f = in.byte();
+  std::vector<T> mask;
+  if (f & 1) o.scale = static_cast<T>(std::ldexp(double(int(in.byte()) - 100) / 32.0, int(in.byte() % 8) - 4));
+  if (f & 2) o.softcap = static_cast<T>(1 + in.byte() % 50);
+  if (f & 4) {
+    mask = in.values<T>(n);
+    for (auto& v : mask)
+      if (v != v || v == std::numeric_limits<T>::infinity()) v = T(0);  // a mask is finite or -inf
+    o.mask = mask.data();
+    o.mask_scale = static_cast<T>(double(in.byte()) / 64.0);
+  }
+  if (f & 8) o.length = in.byte() % (n + 2);
+  if (f & 16) o.sink = static_cast<T>(double(int(in.byte()) - 128) / 8.0);
+  const bool log = f & 32;
+  const bool in_place = f & 64;
+  smax_fuzz::context() += "scale " + std::to_string(double(o.scale)) + ", softcap " + std::to_string(double(o.softcap)) +
+                          ", mask_scale " + std::to_string(double(o.mask_scale)) + ", length " +
+                          std::to_string(o.length) + ", sink " + std::to_string(double(o.sink)) +
+                          (log ? ", log" : "") + (in_place ? ", in place\n" : "\n");
+  if (o.mask) smax_fuzz::describe("mask", mask);
+  smax_fuzz::guarded<T> xb(n, in.byte()), yb(n, in.byte());
+  xb.assign(x);
+  T* out = in_place ? xb.data() : yb.data();
+  if (log)
+    smax::dynamic::log_softmax(xb.data(), out, n, o);
+  else
+    smax::dynamic::softmax(xb.data(), out, n, o);
+  xb.check_guards("softmax(options)");
+  yb.check_guards("softmax(options)");
+  const std::vector<T> y = in_place ? xb.vec() : yb.vec();
+  // Reference z; masked -inf.
+  std::vector<ld> z(n);
+  bool nan = false, pinf = false;
+  ld M = o.sink;
+  for (std::size_t i = 0; i < n; ++i) {
+    ld v = ld(o.scale) * x[i];
+    if (o.softcap > 0) v = ld(o.softcap) * std::tanh(v / ld(o.softcap));
+    if (o.mask) v = mask[i] == -std::numeric_limits<T>::infinity() ? -INFINITY : v + ld(o.mask_scale) * mask[i];
+    if (i >= o.length) v = -INFINITY;
+    z[i] = v;
+    nan |= v != v;
+    pinf |= v == INFINITY;
+    if (v == v) M = std::max(M, v);
+  }
+  // The kernel computes z in T: where the exact z (or scale x on its way)
+  // is beyond T's range it overflows to +-inf (or NaN for inf - inf), which
+  // the long-double reference does not model; only the output's form is
+  // checked then.
+  bool overflow = false;
+  for (std::size_t i = 0; i < n && i < o.length; ++i)
+    overflow |= (z[i] == z[i] && z[i] != -INFINITY && std::fabs(z[i]) > ld(std::numeric_limits<T>::max()) / 2) ||
+                std::fabs(ld(o.scale) * x[i]) > ld(std::numeric_limits<T>::max()) / 2;
+  const T masked = log ? -std::numeric_limits<T>::infinity() : T(0);
+  if (overflow) {
+    for (T v : y)
+      if (!log && subnormal(v)) smax_fuzz::fail("softmax(options): subnormal output");
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (nan) {
+      if (y[i] == y[i]) smax_fuzz::fail("softmax(options): NaN must give NaN");
+      continue;
+    }
+    if (!log && subnormal(y[i])) smax_fuzz::fail("softmax(options): subnormal output");
+    if (z[i] == -INFINITY && y[i] != masked) smax_fuzz::fail("softmax(options): a masked entry must be 0 / -inf");
+  }
+  if (nan || pinf || M == -INFINITY) return;
+  // Finite scores: the values. z is rounded in T by the kernel (scale x,
+  // tanh, the mask's fma): allow |z| 2^-22 (float) beside the flat error.
+  const ld eps = sizeof(T) == 4 ? 0x1p-22L : 0x1p-50L;
+  ld s = std::exp(ld(o.sink) - M);
+  for (ld v : z) s += std::exp(v - M);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (z[i] == -INFINITY) continue;
+    const ld r = log ? z[i] - M - std::log(s) : std::exp(z[i] - M) / s;
+    const ld bound = (sizeof(T) == 4 ? 2e-6L : 1e-14L) + eps * (std::fabs(z[i]) + std::fabs(M) + (log ? std::fabs(r) : 0));
+    if (log) {
+      if (!(std::fabs(ld(y[i]) - r) <= bound * std::max<ld>(1, std::fabs(r)))) smax_fuzz::fail("log_softmax(options): off the reference");
+    } else if (r > 1e-30L) {
+      if (!(std::fabs(ld(y[i]) - r) <= bound * r)) smax_fuzz::fail("softmax(options): off the reference");
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  smax_fuzz::stream in(data, size);
+  in.pick_isa();
+  const std::uint8_t mode = in.byte();
+  const std::size_t n = in.size(4096);
+  if (mode & 1) {
+    const std::vector<double> x = in.values<double>(n);
+    smax_fuzz::context() = "double, mode " + std::to_string(mode) + "\n";
+    smax_fuzz::describe("x", x);
+    if (mode & 2) run_attention(in, x); else run_losses(in, x);
+  } else {
+    const std::vector<float> x = in.values<float>(n);
+    smax_fuzz::context() = "float, mode " + std::to_string(mode) + "\n";
+    smax_fuzz::describe("x", x);
+    if (mode & 2) run_attention(in, x); else run_losses(in, x);
+  }
+  return 0;
+}

@@ -1,0 +1,288 @@
+// smax — attention-shaped softmax: the options a transformer's attention
+// scores and logits carry (scale, soft-cap, additive mask with an ALiBi
+// slope, a valid length, a sink logit), fused into the softmax's passes.
+//
+//   z_i = scale x_i; softcap > 0: z_i = softcap tanh(z_i / softcap);
+//   mask: z_i += mask_scale mask_i (a -inf mask entry masks, whatever x_i);
+//   i >= length: masked.
+//   y_i = e^(z_i - M) / (sum_j e^(z_j - M) + e^(sink - M)), M = max(z, sink)
+//
+// Passes (three-pass reload on z, over the first `length` entries only):
+//   1. z from x and mask, written to y, and its max     reads x, mask; writes y
+//   2. y = e^z 2^-E and their sum                       y in place (in cache)
+//   3. y *= 1 / (sum + sink term)                       y in place (in cache)
+// so x and the mask are read once, and y written once from memory's point of
+// view for a row that stays in L2 (attention rows: a few thousand entries).
+// Passes 2 and 3 are reduce.hpp's sum_map and map on y. No subnormal is
+// formed: pass 2's exp is normal_exp (losses.hpp), pass 3 selects 0 where
+// the product would fall below the smallest normal T.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "backward.hpp"
+#include "batched.hpp"
+#include "losses.hpp"
+#include "softmax.hpp"
+
+namespace smax {
+
+// Options of softmax / log_softmax / softmax_backward on one vector.
+template <class T>
+struct softmax_options {
+  T scale = 1;                                          // z = scale * x (finite)
+  T softcap = 0;                                        // > 0: z = softcap * tanh(z / softcap)
+  const T* mask = nullptr;                              // additive: z += mask_scale * mask[i] (-inf masks)
+  T mask_scale = 1;                                     // an ALiBi slope, or 1 (finite)
+  std::size_t length = SIZE_MAX;                        // entries i >= length are masked (causal, padding)
+  T sink = -std::numeric_limits<T>::infinity();         // an extra logit in the denominator only (not NaN, not +inf)
+};
+
+// Per-row valid lengths of the batched form: an array (one per row), or
+// causal(offset): row r keeps entries i <= q + offset, q = r's query index
+// (r mod rows / heads).
+struct causal {
+  std::ptrdiff_t offset = 0;
+  explicit causal(std::ptrdiff_t o = 0) noexcept : offset(o) {}
+};
+struct row_lengths {
+  const std::size_t* per_row = nullptr;  // null and not causal: every row whole
+  bool is_causal = false;
+  std::ptrdiff_t offset = 0;
+  row_lengths() = default;
+  row_lengths(const std::size_t* p) noexcept : per_row(p) {}  // NOLINT: implicit on purpose
+  row_lengths(causal c) noexcept : is_causal(true), offset(c.offset) {}  // NOLINT
+};
+
+// Options of the batched form: rows x cols scores laid out as `heads`
+// consecutive blocks of rows / heads query rows (ggml's and PyTorch's
+// [heads][queries][keys]).
+template <class T>
+struct attention_options {
+  T scale = 1;
+  T softcap = 0;
+  matrix_view<const T> mask;  // row r uses mask row r mod mask.rows; mask.cols >= cols
+  row_lengths lengths;
+  std::size_t heads = 1;
+  const T* slopes = nullptr;  // mask_scale per head
+  T max_bias = 0;             // > 0 and no slopes: ALiBi slopes derived as ggml does
+  const T* sinks = nullptr;   // sink logit per head
+};
+
+// ggml's ALiBi slope of head h of n_head given max_bias: with
+// p = 2^floor(log2 n_head), m0 = 2^(-max_bias / p), m1 = 2^(-max_bias / 2 / p),
+// slope = m0^(h + 1) for h < p, else m1^(2 (h - p) + 1).
+inline double alibi_slope(std::size_t h, std::size_t n_head, double max_bias) noexcept {
+  std::size_t p = 1;
+  while (p * 2 <= n_head) p *= 2;
+  const double m0 = std::exp2(-max_bias / static_cast<double>(p));
+  const double m1 = std::exp2(-max_bias / 2.0 / static_cast<double>(p));
+  return h < p ? std::pow(m0, static_cast<double>(h + 1)) : std::pow(m1, static_cast<double>(2 * (h - p) + 1));
+}
+
+namespace detail {
+
+template <class T>
+void check_softmax_options(const char* fn, const softmax_options<T>& o) {
+  const std::string f(fn);
+  if (!is_finite(o.scale)) throw std::invalid_argument(f + ": scale must be finite");
+  if (!(o.softcap >= 0) || !is_finite(o.softcap)) throw std::invalid_argument(f + ": softcap must be finite and >= 0");
+  if (!is_finite(o.mask_scale)) throw std::invalid_argument(f + ": mask_scale must be finite");
+  if (o.sink != o.sink || o.sink == std::numeric_limits<T>::infinity())
+    throw std::invalid_argument(f + ": sink must not be NaN or +inf");
+}
+
+// z from x (and the mask) for one vector of lanes.
+template <class A, class T, bool Mask, bool Cap>
+struct score_transform {
+  using B = xsimd::batch<T, A>;
+  B scale, cap, inv_cap, mscale;
+  explicit score_transform(const softmax_options<T>& o) noexcept
+      : scale(o.scale), cap(o.softcap), inv_cap(Cap ? T(1) / o.softcap : T(0)), mscale(o.mask_scale) {}
+  SMAX_INLINE B operator()(B x, B m) const noexcept {
+    B z = x * scale;
+    if (Cap) z = cap * xsimd::tanh(z * inv_cap);
+    if (Mask) {
+      constexpr T ninf = -std::numeric_limits<T>::infinity();
+      z = xsimd::select(m == B(ninf), B(ninf), fma_<A, T>(mscale, m, z));
+    }
+    return z;
+  }
+};
+
+// Pass 1: y[i] = f(x[i], mask[i]) for i < n and the max of the y (NaN is
+// caught by the callers' sums, as reduce_max's callers do).
+template <class A, class T, bool Mask, class F>
+SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, const F& f) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  B m0(ninf), m1(ninf);
+  const auto load_m = [&](std::size_t i) { return Mask ? B::load_unaligned(mask + i) : B(T(0)); };
+  std::size_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const B z0 = f(B::load_unaligned(x + i), load_m(i));
+    const B z1 = f(B::load_unaligned(x + i + W), load_m(i + W));
+    z0.store_unaligned(y + i);
+    z1.store_unaligned(y + i + W);
+    m0 = xsimd::max(m0, z0);
+    m1 = xsimd::max(m1, z1);
+  }
+  for (; i + W <= n; i += W) {
+    const B z = f(B::load_unaligned(x + i), load_m(i));
+    z.store_unaligned(y + i);
+    m0 = xsimd::max(m0, z);
+  }
+  if (i < n) {
+    const std::size_t r = n - i;
+    const B z = f(load_partial<A>(x + i, r, T(0)), Mask ? load_partial<A>(mask + i, r, T(0)) : B(T(0)));
+    store_partial<A>(y + i, r, z);
+    m1 = xsimd::max(m1, xsimd::select(lane_index<A, T>() < B(static_cast<T>(r)), z, B(ninf)));
+  }
+  return hmax<A>(xsimd::max(m0, m1));
+}
+
+template <class A, class T>
+T transform_max(const T* x, T* y, std::size_t n, const softmax_options<T>& o) noexcept {
+  const bool cap = o.softcap > 0;
+  if (o.mask)
+    return cap ? transform_max<A, T, true>(x, o.mask, y, n, score_transform<A, T, true, true>(o))
+               : transform_max<A, T, true>(x, o.mask, y, n, score_transform<A, T, true, false>(o));
+  return cap ? transform_max<A, T, false>(x, o.mask, y, n, score_transform<A, T, false, true>(o))
+             : transform_max<A, T, false>(x, o.mask, y, n, score_transform<A, T, false, false>(o));
+}
+
+// softmax / log_softmax with options (arguments checked by the caller).
+template <class A, class T>
+void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, bool log) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN();
+  if (n == 0) return;
+  const std::size_t len = std::min(n, o.length);
+  const T masked = log ? -inf : T(0);
+  const T m = transform_max<A>(x, y, len, o);
+  if (!is_finite(m)) {
+    // NaN (or one the max dropped), +inf entries sharing the mass, or
+    // everything masked (zeros, with or without a sink).
+    for (std::size_t i = 0; i < len; ++i)
+      if (y[i] != y[i]) return fill(y, n, nan);
+    if (m == inf)
+      softmax_nonfinite(y, y, len, log);
+    else
+      fill(y, len, masked);
+    return fill(y + len, n - len, masked);
+  }
+  const T M = std::max(m, o.sink);
+  // sum over z of e^z 2^-E (or e^(z - M)) into s, with shift = E ln2 (or M).
+  double s, shift;
+  const auto pass2 = [&](auto&& e) { s = sum_map<A>(y, log ? static_cast<T*>(nullptr) : y, len, e); };
+  if (use_split(M)) {
+    double r;
+    const T E = ref_exponent(M, r);
+    shift = static_cast<double>(M) - r;
+    pass2(normal_exp<A, T>(E, T(1)));
+  } else {
+    const B Mb(M);
+    const normal_exp<A, T> e(T(0), T(1));
+    shift = static_cast<double>(M);
+    pass2([&](B v) { return e(v - Mb); });
+  }
+  if (!(s == s)) return fill(y, n, nan);
+  s += std::exp(static_cast<double>(o.sink) - shift);  // 0 for no sink
+  if (log) {
+    // log sum e^(z - M) >= 0: M is a z or the sink, whose term is 1.
+    const B Mb(M), lb(static_cast<T>(std::max(std::log(s) + shift - static_cast<double>(M), 0.0)));
+    map<A>(y, y, len, [&](B v) { return (v - Mb) - lb; });
+  } else {
+    // Products that would be subnormal are 0: compare before multiplying.
+    const B inv(static_cast<T>(1.0 / s));
+    const B t(static_cast<T>(static_cast<double>(std::numeric_limits<T>::min()) * s * (1 + 0x1p-20)));
+    map<A>(y, y, len, [&](B v) { return xsimd::select(v < t, B(T(0)), v * inv); });
+  }
+  fill(y + len, n - len, masked);
+}
+
+// dx w.r.t. x: dz = y (dy - y.dy) (the sink's own gradient is not
+// returned), dx = dz scale (softcap: times 1 - tanh^2(scale x / softcap)).
+// Masked entries (y = 0) get 0.
+template <class A, class T>
+void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size_t n,
+                           const softmax_options<T>& o) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const std::size_t len = std::min(n, o.length);
+  const B dot(finite_mean<T>(sum_map2<A>(y, dy, len, [](B a, B b) { return a * b; })));
+  const B sc(o.scale);
+  map2<A>(y, dy, dx, len, [&](B a, B b) {
+    return xsimd::select(a == B(T(0)), B(T(0)), xsimd::fms(a, b, a * dot) * sc);
+  });
+  if (o.softcap > 0) {
+    const B ic(o.scale / o.softcap), one(T(1));
+    map2<A>(x, dx, dx, len, [&](B v, B g) {
+      const B t = xsimd::tanh(v * ic);
+      return xsimd::select(g == B(T(0)), B(T(0)), g * fnma_<A, T>(t, t, one));
+    });
+  }
+  fill(dx + len, n - len, T(0));
+}
+
+// ---- batched ----
+
+template <class T>
+void check_attention(const char* fn, const matrix_view<const T>& x, const attention_options<T>& o) {
+  const std::string f(fn);
+  softmax_options<T> so;
+  so.scale = o.scale;
+  so.softcap = o.softcap;
+  check_softmax_options(fn, so);
+  if (o.heads == 0 || x.rows % o.heads != 0) throw std::invalid_argument(f + ": heads must divide rows");
+  if (o.mask.data) {
+    if (o.mask.rows == 0 || o.mask.cols < x.cols || o.mask.stride < o.mask.cols)
+      throw std::invalid_argument(f + ": mask must have rows > 0, cols >= x.cols and stride >= cols");
+  }
+  if (!(o.max_bias >= 0) || !is_finite(o.max_bias)) throw std::invalid_argument(f + ": max_bias must be finite and >= 0");
+  for (std::size_t h = 0; o.slopes && h < o.heads; ++h)
+    if (!is_finite(o.slopes[h])) throw std::invalid_argument(f + ": slopes must be finite");
+  for (std::size_t h = 0; o.sinks && h < o.heads; ++h)
+    if (o.sinks[h] != o.sinks[h] || o.sinks[h] == std::numeric_limits<T>::infinity())
+      throw std::invalid_argument(f + ": sinks must not be NaN or +inf");
+}
+
+// Row r's single-vector options.
+template <class T>
+softmax_options<T> row_options(const attention_options<T>& o, std::size_t rows, std::size_t r) noexcept {
+  softmax_options<T> so;
+  so.scale = o.scale;
+  so.softcap = o.softcap;
+  const std::size_t per_head = rows / o.heads;
+  const std::size_t h = r / per_head, q = r % per_head;
+  if (o.mask.data) so.mask = o.mask.row(r % o.mask.rows);
+  if (o.slopes)
+    so.mask_scale = o.slopes[h];
+  else if (o.max_bias > 0)
+    so.mask_scale = static_cast<T>(alibi_slope(h, o.heads, static_cast<double>(o.max_bias)));
+  if (o.lengths.per_row) {
+    so.length = o.lengths.per_row[r];
+  } else if (o.lengths.is_causal) {
+    const std::ptrdiff_t keep = static_cast<std::ptrdiff_t>(q) + o.lengths.offset + 1;
+    so.length = keep < 0 ? 0 : static_cast<std::size_t>(keep);
+  }
+  if (o.sinks) so.sink = o.sinks[h];
+  return so;
+}
+
+template <class A, class T>
+void softmax_attention_rows(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex,
+                            bool log) {
+  for_each_row_index(x.rows, x.cols, default_executor(ex), [&](std::size_t r) {
+    softmax_opts<A>(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r), log);
+  });
+}
+
+}  // namespace detail
+}  // namespace smax

@@ -1,0 +1,324 @@
+// smax — training losses on logits: logsumexp, cross-entropy and its
+// gradient, single vectors and batched rows.
+//
+//   logsumexp              one read of x: two_pass_sum's (mantissa, exponent)
+//                          sum, no max pass
+//   cross_entropy          the same read (label smoothing: mean(x) summed
+//                          block by block while the block is in L2)
+//   cross_entropy_backward one read and one write given a saved logsumexp,
+//                          one more read without it
+//
+// Results are double. No kernel here forms a subnormal: every exp is taken
+// on an argument clamped where its (scaled) term would fall below the
+// smallest normal T, and selected to exactly 0 there (normal_exp below).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "batched.hpp"
+#include "exp.hpp"
+#include "reduce.hpp"
+#include "softmax.hpp"
+
+namespace smax {
+
+// How the batched losses combine their rows (PyTorch's `reduction`).
+enum class reduction { none, sum, mean };
+
+// Options of the batched cross-entropy. A row whose target equals
+// ignore_index has loss 0 and gradient 0 and is left out of `mean`.
+struct loss_options {
+  reduction reduce = reduction::mean;
+  float label_smoothing = 0;
+  std::int64_t ignore_index = -100;
+};
+
+namespace detail {
+
+// s e^v 2^-E with every non-zero result a normal T: v is clamped at
+// lo = (E - bias + 3) ln2 (rounded up), where e^v 2^-E >= 2^-bias+2 * 0.7,
+// and the result is exactly 0 for v < lo (NaN stays NaN). Needs s in
+// [0.5, 2^28] (so s e^lo 2^-E stays normal and the scaled polynomial's
+// coefficients too), |E| and lo within the range exp_ref reduces exactly
+// (callers keep |E ln2| <= split_limit + a few hundred), and v <= (E + 17) ln2.
+template <class A, class T>
+struct normal_exp {
+  using B = xsimd::batch<T, A>;
+  using C = exp_constants<T>;
+  B lo;
+  exp_ref<A, T> e;
+  static T floor_of(T E) noexcept {
+    const double min_k = std::numeric_limits<T>::min_exponent - 1;  // -126 (float)
+    const double lo_d = (static_cast<double>(E) + min_k + 2) * 0.6931471805599453;
+    T l = static_cast<T>(lo_d);
+    if (static_cast<double>(l) < lo_d) l = std::nextafter(l, std::numeric_limits<T>::infinity());
+    return l;
+  }
+  normal_exp(T E, T s) noexcept : lo(floor_of(E)), e(floor_of(E), E, s) {}
+  SMAX_INLINE B operator()(B v) const noexcept { return xsimd::select(v < lo, B(T(0)), e(v)); }
+};
+
+// A double result rounded to T, 0 where it would be subnormal.
+template <class T>
+T to_normal(double v) noexcept {
+  return std::fabs(v) < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : static_cast<T>(v);
+}
+
+// log(sum e^x) by max, then sum of e^(x - m): for what two_pass_sum does not
+// accept (NaN, +-inf, extreme magnitudes, all -inf). A second read of x.
+template <class A, class T>
+double logsumexp_max(const T* x, std::size_t n) noexcept {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const T m = reduce_max<A>(x, n);
+  if (!is_finite(m)) {
+    // reduce_max may drop a NaN (x86 max): look for one.
+    for (std::size_t i = 0; i < n; ++i)
+      if (x[i] != x[i]) return std::numeric_limits<double>::quiet_NaN();
+    return m > 0 ? inf : -inf;
+  }
+  double s, shift;
+  if (use_split(m)) {
+    double r;
+    const T E = ref_exponent(m, r);
+    s = sum_map<A>(x, static_cast<T*>(nullptr), n, normal_exp<A, T>(E, T(1)));
+    shift = static_cast<double>(m) - r;  // = E ln2
+  } else {
+    // |m| beyond split_limit: every term that matters lies within a factor
+    // two of m, so v - m is exact there (see exp.hpp).
+    const xsimd::batch<T, A> mb(m);
+    const normal_exp<A, T> e(T(0), T(1));
+    s = sum_map<A>(x, static_cast<T*>(nullptr), n, [&](xsimd::batch<T, A> v) { return e(v - mb); });
+    shift = static_cast<double>(m);
+  }
+  return std::log(s) + shift;  // NaN s (a NaN in x) gives NaN
+}
+
+// logsumexp of x[0..n) in one read; with sumx, also the sum of x (the
+// block's second read, for the sum, hits L2).
+template <class A, class T>
+double logsumexp_sum(const T* x, std::size_t n, double* sumx) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr double ln2 = 0.6931471805599453;
+  if (n == 0) {
+    if (sumx) *sumx = 0;
+    return -std::numeric_limits<double>::infinity();
+  }
+  if (!sumx) {
+    double s;
+    T E;
+    if (two_pass_sum<A>(x, n, s, E)) return std::log(s) + static_cast<double>(E) * ln2;
+    return logsumexp_max<A>(x, n);
+  }
+  const std::size_t nb = (n + block_elems - 1) / block_elems;
+  double total_x = 0, s = 0;
+  T Emax = -std::numeric_limits<T>::infinity();
+  bool ok = true;
+  // Blocks in order; (s, E) merged as it goes: s is rescaled by a power of
+  // two when a later block's E is larger (exact).
+  for (std::size_t b = 0; b < nb; ++b) {
+    const T* xb = x + b * block_elems;
+    const std::size_t len = std::min(block_elems, n - b * block_elems);
+    double sb = 0;
+    T Eb = T(0);
+    if (ok) ok = two_pass_sum<A>(xb, len, sb, Eb);
+    total_x += sum_map<A>(xb, static_cast<T*>(nullptr), len, [](B v) { return v; });
+    if (!ok) continue;
+    if (Eb > Emax) {
+      s = (b == 0) ? sb : std::ldexp(s, static_cast<int>(Emax - Eb)) + sb;
+      Emax = Eb;
+    } else {
+      s += std::ldexp(sb, static_cast<int>(Eb - Emax));
+    }
+  }
+  *sumx = total_x;
+  if (ok && s > 0 && s < std::numeric_limits<double>::infinity())
+    return std::log(s) + static_cast<double>(Emax) * ln2;
+  return logsumexp_max<A>(x, n);
+}
+
+template <class T>
+void check_loss_args(const char* fn, std::size_t n, std::size_t target, float ls) {
+  if (target >= n) throw std::invalid_argument(std::string(fn) + ": target must be < n");
+  if (!(ls >= 0.0f && ls <= 1.0f)) throw std::invalid_argument(std::string(fn) + ": label_smoothing must be in [0, 1]");
+}
+
+// cross_entropy given x's logsumexp and (label smoothing) its sum.
+template <class T>
+double cross_entropy_from(const T* x, std::size_t n, std::size_t target, float ls, double lse, double sumx) noexcept {
+  const double xt = static_cast<double>(x[target]);
+  if (ls == 0.0f) return lse - xt;
+  const double l = ls;
+  return lse - ((1.0 - l) * xt + l * (sumx / static_cast<double>(n)));
+}
+
+template <class A, class T>
+double cross_entropy(const T* x, std::size_t n, std::size_t target, float ls) noexcept {
+  double sumx = 0;
+  const double lse = logsumexp_sum<A>(x, n, ls > 0.0f ? &sumx : nullptr);
+  return cross_entropy_from(x, n, target, ls, lse, sumx);
+}
+
+// dx = dloss (softmax(x) - q), q = (1 - ls) onehot(target) + ls / n, from
+// lse = logsumexp(x): one read of x and one write of dx (dx may be x).
+//   dloss e^(x - lse) = s_m e^x 2^-E2, with lse = E ln2 + r (|r| <= ln2/2),
+//   dloss e^-r = s_m 2^k (s_m in [0.5, 1), k capped at 100 so the
+//   polynomial's scaled coefficients stay normal), E2 = E - k: normal_exp.
+template <class A, class T>
+void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float ls,
+                            double lse) noexcept {
+  using B = xsimd::batch<T, A>;
+  using C = exp_constants<double>;
+  const double l = ls;
+  const double q_rest = l / static_cast<double>(n);
+  const double q_target = (1.0 - l) + q_rest;
+  const double xt = static_cast<double>(x[target]);  // before dx (maybe x) is written
+  // The constant dloss ls / n: 0 when so small that e - c could come out
+  // subnormal (a T below min 2^(digits+2) has no such difference with a
+  // normal value unless it is 0; that drops < 1e-30 absolute for float).
+  const double c_d = dloss * q_rest;
+  const double c_min = static_cast<double>(std::numeric_limits<T>::min()) * std::ldexp(1.0, std::numeric_limits<T>::digits + 2);
+  const T c = std::fabs(c_d) < c_min ? T(0) : static_cast<T>(c_d);
+  double p_target = std::exp(xt - lse);
+  if (!(lse == lse) || !(dloss == dloss)) {
+    fill(dx, n, std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
+  if (!is_finite(lse)) {
+    // softmax by the family's rules (+inf entries share, all -inf: zeros),
+    // then the scalar gradient.
+    softmax_nonfinite(x, dx, n, false);
+    const double pt = static_cast<double>(dx[target]);
+    for (std::size_t i = 0; i < n; ++i) dx[i] = to_normal<T>(dloss * static_cast<double>(dx[i]) - c_d);
+    dx[target] = to_normal<T>(dloss * (pt - q_target));
+    return;
+  }
+  // s_m 2^k = f (the factor beside e^x 2^-E or e^(x - m)), s_m in [0.5, 1)
+  // unless k is capped at 100 (then |s_m| <= 2^28 for float's dloss range);
+  // the sign rides on s_m (the polynomial is linear in it).
+  const auto split_factor = [](double f, int& k) {
+    std::frexp(f, &k);
+    k = std::min(k, 100);
+    return f * std::ldexp(1.0, -k);
+  };
+  const B cb(c);
+  const auto write = [&](auto&& e) { map<A, staged>(x, dx, n, [&](B v) { return e(v) - cb; }); };
+  if (dloss == 0) {
+    map<A>(x, dx, n, [](B) { return B(T(0)); });
+  } else if (std::fabs(lse) <= exp_constants<T>::split_limit) {
+    const double E = std::nearbyint(lse * 1.4426950408889634);
+    const double r = std::fma(-E, C::ln2_f1, lse) - E * C::ln2_f2;
+    int k;
+    const double s = split_factor(dloss * std::exp(-r), k);
+    write(normal_exp<A, T>(static_cast<T>(E - k), static_cast<T>(s)));
+  } else {
+    // lse beyond split_limit (float: every x below about -4096 or above
+    // 4096): shift by the max m, exact wherever a term matters (exp.hpp),
+    // and take log sum e^(x - m) again: lse itself, a double near |m|, may
+    // have lost it (at m = FLT_MAX its ulp is 2^75). Two more reads.
+    const T m = reduce_max<A>(x, n);
+    const B mb(m);
+    const normal_exp<A, T> e1(T(0), T(1));
+    const double rel = std::log(sum_map<A>(x, static_cast<T*>(nullptr), n, [&](B v) { return e1(v - mb); }));
+    p_target = std::exp((xt - static_cast<double>(m)) - rel);
+    int k;
+    const double s = split_factor(dloss * std::exp(-rel), k);
+    const normal_exp<A, T> e(static_cast<T>(-k), static_cast<T>(s));
+    write([&](B v) { return e(v - mb); });
+  }
+  dx[target] = to_normal<T>(dloss * (p_target - q_target));
+}
+
+// ---- batched rows ----
+
+template <class T>
+void check_targets(const char* fn, std::size_t rows, std::size_t cols, const std::int64_t* targets,
+                   const loss_options& o) {
+  const std::string f(fn);
+  if (!(o.label_smoothing >= 0.0f && o.label_smoothing <= 1.0f))
+    throw std::invalid_argument(f + ": label_smoothing must be in [0, 1]");
+  if (rows && !targets) throw std::invalid_argument(f + ": targets must not be null");
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::int64_t t = targets[r];
+    if (t == o.ignore_index) continue;
+    if (t < 0 || static_cast<std::uint64_t>(t) >= cols)
+      throw std::invalid_argument(f + ": targets[" + std::to_string(r) + "] must be in [0, cols) or ignore_index");
+  }
+}
+
+template <class T>
+void check_view(const char* fn, const matrix_view<T>& x, const char* name) {
+  if (x.stride < x.cols) throw std::invalid_argument(std::string(fn) + ": " + name + ".stride must be >= " + name + ".cols");
+  if (x.rows && x.cols && !x.data) throw std::invalid_argument(std::string(fn) + ": null data for a non-empty matrix");
+}
+
+
+template <class A, class T>
+void logsumexp_rows(matrix_view<const T> x, double* out, executor* ex) {
+  for_each_row_index(x.rows, x.cols, default_executor(ex),
+                     [&](std::size_t r) { out[r] = logsumexp_sum<A>(x.row(r), x.cols, nullptr); });
+  if (x.cols == 0)
+    for (std::size_t r = 0; r < x.rows; ++r) out[r] = -std::numeric_limits<double>::infinity();
+}
+
+// Every row's loss (0 for an ignored row) into loss, and its logsumexp into
+// lse when not null; returns the reduction, summed in row order on this
+// thread (deterministic for any executor).
+template <class A, class T>
+double cross_entropy_rows(matrix_view<const T> x, const std::int64_t* targets, const loss_options& o, double* loss,
+                          double* lse, executor* ex) {
+  std::vector<double> own;
+  if (!loss) {
+    own.resize(x.rows);
+    loss = own.data();
+  }
+  const float ls = o.label_smoothing;
+  if (x.cols == 0) {
+    for (std::size_t r = 0; r < x.rows; ++r) loss[r] = 0;  // every row ignored (checked: no target fits)
+  }
+  for_each_row_index(x.rows, x.cols, default_executor(ex), [&](std::size_t r) {
+    const std::int64_t t = targets[r];
+    const T* xr = x.row(r);
+    double sumx = 0;
+    const double l = logsumexp_sum<A>(xr, x.cols, ls > 0.0f ? &sumx : nullptr);
+    if (lse) lse[r] = l;
+    loss[r] = (t == o.ignore_index) ? 0.0 : cross_entropy_from(xr, x.cols, static_cast<std::size_t>(t), ls, l, sumx);
+  });
+  if (o.reduce == reduction::none) return 0;
+  double s = 0;
+  std::size_t count = 0;
+  for (std::size_t r = 0; r < x.rows; ++r)
+    if (targets[r] != o.ignore_index) {
+      s += loss[r];
+      ++count;
+    }
+  if (o.reduce == reduction::sum) return s;
+  return count ? s / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+}
+
+template <class A, class T>
+void cross_entropy_backward_rows(matrix_view<const T> x, const std::int64_t* targets, double dloss,
+                                 matrix_view<T> dx, const loss_options& o, const double* row_dloss,
+                                 const double* lse, executor* ex) {
+  double scale = dloss;
+  if (o.reduce == reduction::mean) {
+    std::size_t count = 0;
+    for (std::size_t r = 0; r < x.rows; ++r) count += (targets[r] != o.ignore_index);
+    scale = count ? dloss / static_cast<double>(count) : 0.0;
+  }
+  for_each_row_index(x.rows, x.cols, default_executor(ex), [&](std::size_t r) {
+    const std::int64_t t = targets[r];
+    T* dr = dx.row(r);
+    if (t == o.ignore_index) return fill(dr, x.cols, T(0));
+    const T* xr = x.row(r);
+    const double g = (o.reduce == reduction::none) ? row_dloss[r] : scale;
+    const double l = lse ? lse[r] : logsumexp_sum<A>(xr, x.cols, nullptr);
+    cross_entropy_backward<A>(xr, x.cols, static_cast<std::size_t>(t), g, dr, o.label_smoothing, l);
+  });
+}
+
+}  // namespace detail
+}  // namespace smax

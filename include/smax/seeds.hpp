@@ -1,0 +1,401 @@
+// smax — the seed papers' other softmax replacements, each with its
+// vector-Jacobian product:
+//
+//   sigmoid_attention  Ramapuram et al. 2024 (apple/ml-sigmoid-attention):
+//                      y = sigmoid(x + b), elementwise; b = -log n is the
+//                      paper's default (the caller passes it). Not a
+//                      normalisation: y does not sum to one.
+//   sa_softmax         Self-Adjust Softmax (Zheng et al. 2025, arXiv
+//                      2502.18277): y = x softmax(x), or, normalized,
+//                      y = (x - lo) / (hi - lo) softmax(x) with
+//                      lo = min(min x, 0), hi = max(max x, 0). Not a
+//                      normalisation (the first form can be negative).
+//   multimax           MultiMax (Zhou et al. 2024, ICML; the official code,
+//                      ZhouYuxuanYX/MultiMax, SeLU in vision_transformer.py):
+//                      y = softmax(sigma(x)) with the modulator
+//                        sigma(x) = x + t0 relu(r0 - x) + t1 relu(x - r1)
+//                                     + t2 relu(r2 - x)^2 + t3 relu(x - r3)^2
+//                      (ranges r, ts t: multimax_params). The code squares
+//                      the second-order terms with no 1/n factor; we follow
+//                      the code. It adds the attention mask after the
+//                      modulator, so -inf entries of x are masked (and +inf
+//                      entries share), not fed through sigma.
+//   asentmax           Adaptive-Scalable Entmax (Vasylenko, Pitorro, Martins
+//                      & Treviso 2025, arXiv 2506.16640): alpha-entmax of
+//                      c x, c = s log n + b. The paper's scale is
+//                      delta + beta (log n)^gamma with beta from the query;
+//                      the caller passes beta as s and delta as b (gamma = 1).
+//
+// Kernels reuse softmax's passes (two_pass_sum with a `pre` map, exp_ref,
+// softmax_three_pass) and entmax_bisect's (with its `scale`), with the
+// elementwise factor fused into the write pass. No kernel here forms a
+// subnormal from normal operands: products that may land below the normal
+// range go through mul_normal (exp.hpp), and sigmoid's exp is clamped.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "backward.hpp"
+#include "multimax_params.hpp"
+#include "softmax.hpp"
+#include "sparse.hpp"
+#include "ssmax.hpp"
+
+namespace smax {
+
+namespace detail {
+
+template <class T>
+struct seed_limits;
+template <>
+struct seed_limits<float> {
+  // e^-87 / (1 + e^-87) = 1.6e-38 is still normal; below z = -87 sigmoid is 0.
+  static constexpr float exp_floor = -87.0f;
+};
+template <>
+struct seed_limits<double> {
+  static constexpr double exp_floor = -708.0;
+};
+
+inline void check_multimax(const char* fn, const multimax_params& p) {
+  for (int i = 0; i < 4; ++i)
+    if (!std::isfinite(p.ranges[i]) || !std::isfinite(p.ts[i]))
+      throw std::invalid_argument(std::string(fn) + ": multimax_params ranges and ts must be finite");
+}
+
+template <class T>
+void check_asentmax(const char* fn, T alpha, T s, T b, std::size_t n) {
+  if (!(alpha >= T(1)) || !is_finite(alpha)) throw std::invalid_argument(std::string(fn) + ": alpha must be finite and >= 1");
+  if (!is_finite(s)) throw std::invalid_argument(std::string(fn) + ": s must be finite");
+  if (!is_finite(b)) throw std::invalid_argument(std::string(fn) + ": b must be finite");
+  if (n && !is_finite(static_cast<T>(ssmax_scale(s, b, n))))
+    throw std::invalid_argument(std::string(fn) + ": the scale s * log(n) + b overflows");
+}
+
+// ------------------------------------------------------------- sigmoid --
+
+// sigmoid(z) = 1 / (1 + t) (z >= 0), t / (1 + t) (z < 0), t = e^-|z|
+// clamped at e^exp_floor; exactly 0 below z = exp_floor. Also returns
+// r = 1 / (1 + t) and t for the derivative.
+template <class A, class T>
+struct sigmoid_parts {
+  using B = xsimd::batch<T, A>;
+  B t, r;
+  SMAX_INLINE sigmoid_parts(B z) noexcept {
+    const shifted_exp<A, T, false> ex(T(0));
+    // max(c, v) keeps a NaN v on every ISA (see softmax_online).
+    t = ex(xsimd::max(B(seed_limits<T>::exp_floor), -xsimd::abs(z)));
+    r = div_<A, T>(B(T(1)), B(T(1)) + t);
+  }
+};
+
+template <class A, class T>
+void sigmoid_attention(const T* x, T* y, std::size_t n, T b) noexcept {
+  using B = xsimd::batch<T, A>;
+  const B bv(b), zero(T(0)), floor(seed_limits<T>::exp_floor);
+  map<A>(x, y, n, [&](B v) {
+    const B z = v + bv;
+    const sigmoid_parts<A, T> s(z);
+    return xsimd::select(z >= zero, s.r, xsimd::select(z < floor, zero, s.t * s.r));
+  });
+}
+
+// dx = dy sigmoid(z) sigmoid(-z) = dy t r^2, from x (1 - y would cancel
+// for y near 1).
+template <class A, class T>
+void sigmoid_attention_backward(const T* x, const T* dy, T* dx, std::size_t n, T b) noexcept {
+  using B = xsimd::batch<T, A>;
+  const B bv(b), zero(T(0)), floor(seed_limits<T>::exp_floor);
+  map2<A>(x, dy, dx, n, [&](B v, B g) {
+    const B z = v + bv;
+    const sigmoid_parts<A, T> s(z);
+    const B d = xsimd::select(xsimd::abs(z) > -floor, zero, (s.t * s.r) * s.r);
+    return mul_normal<A, T>(g, d);
+  });
+}
+
+// -------------------------------------------------------------- helpers --
+
+// Min and max of x and 0 in one pass (sum_map's padding lanes read 0).
+template <class A, class T>
+void min_max0(const T* x, std::size_t n, T& lo, T& hi) noexcept {
+  using B = xsimd::batch<T, A>;
+  B mn(T(0)), mx(T(0));
+  sum_map<A>(x, static_cast<T*>(nullptr), n, [&](B v) {
+    mn = xsimd::min(mn, v);
+    mx = xsimd::max(mx, v);
+    return B(T(0));
+  });
+  lo = -hmax<A>(-mn);
+  hi = hmax<A>(mx);
+}
+
+// Calls f(term) with term(v) = e^(v - m) / sum_j e^(x_j - m) for a finite
+// max m: the three-pass form of softmax_three_pass (recompute), for inputs
+// two_pass_sum declined. False (f not called) when x holds a NaN, which
+// reduce_max may miss but the sum does not.
+template <class A, class T, class F>
+bool with_softmax_term(const T* x, std::size_t n, T m, F&& f) {
+  if (use_split(m)) {
+    double r;
+    const T E = ref_exponent(m, r);
+    const T lo = clamp_floor(m);
+    const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, exp_ref<A, T>(lo, E, T(1)));
+    if (!(s == s)) return false;
+    f(exp_ref<A, T>(lo, E, static_cast<T>(1.0 / s)));
+  } else {
+    const shifted_exp<A, T, false> ex(m);
+    const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
+    if (!(s == s)) return false;
+    f(scaled_shifted_exp<A, T, false>(ex, static_cast<T>(1.0 / s)));
+  }
+  return true;
+}
+
+// ---------------------------------------------------------- sa_softmax --
+
+// The factor g(x) that multiplies softmax(x): x itself (g(-inf) = 0: the
+// limit of x e^x), or the normalized (x - lo) / (hi - lo), taken in its
+// limits where lo or hi is infinite (1 for finite x when lo = -inf, 1 at
+// x = +inf and 0 elsewhere when hi = +inf) and 0 when hi = lo (x all 0:
+// the formula is 0/0). Where hi - lo overflows, both are halved first.
+template <class A, class T>
+struct sa_factor {
+  using B = xsimd::batch<T, A>;
+  enum kind { plain, finite, lo_inf, hi_inf } mode = plain;
+  T h = T(1), loh = T(0), inv = T(0);  // g = (x h - lo h) inv; dg/dx = h inv
+
+  sa_factor(bool normalized, T lo, T hi) noexcept {
+    constexpr T inf = std::numeric_limits<T>::infinity();
+    if (!normalized) return;
+    if (hi == inf) {
+      mode = hi_inf;
+    } else if (lo == -inf) {
+      mode = lo_inf;
+    } else {
+      mode = finite;
+      if (!is_finite(hi - lo)) h = T(0.5);
+      const T range = hi * h - lo * h;
+      loh = lo * h;
+      inv = range > T(0) ? T(1) / range : T(0);
+    }
+  }
+  T slope() const noexcept { return mode == finite ? h * inv : T(0); }
+
+  SMAX_INLINE B operator()(B v) const noexcept {
+    constexpr T inf = std::numeric_limits<T>::infinity();
+    switch (mode) {
+      case plain:
+        return xsimd::select(v == B(-inf), B(T(0)), v);
+      case lo_inf:
+        return xsimd::select(v == B(-inf), B(T(0)), B(T(1)));
+      case hi_inf:
+        return xsimd::select(v == B(inf), B(T(1)), B(T(0)));
+      default:
+        return (v * B(h) - B(loh)) * B(inv);
+    }
+  }
+};
+
+// The special inputs of sa_softmax (NaN, +inf; m = max x not finite):
+// NaN -> all NaN; +inf entries get g(+inf) / count (+inf, or 1 normalized),
+// the rest 0; all -inf -> all 0. Elementwise, so x may be y.
+template <class T>
+void sa_softmax_nonfinite(const T* x, T* y, std::size_t n, bool normalized) noexcept {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (x[i] != x[i]) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
+    count += (x[i] == inf);
+  }
+  const T share = normalized ? static_cast<T>(1.0 / static_cast<double>(count)) : inf;
+  for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] == inf) ? share : T(0);
+}
+
+template <class A, class T>
+void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  // In cache and out of place: softmax (three-pass reload, one exp per
+  // element) into y, then y = g(x) y.
+  if (x != y && n * sizeof(T) < automatic_two_pass_bytes<A>) {
+    T lo = 0, hi = 0;
+    if (normalized) min_max0<A>(x, n, lo, hi);
+    softmax_three_pass<A>(x, y, n, true);
+    const sa_factor<A, T> g(normalized, lo, hi);
+    map2<A>(x, y, y, n, [&](B v, B p) { return mul_normal<A, T>(g(v), p); });
+    return;
+  }
+  // Two reads: two_pass_sum (also taking min and max), then the fused write.
+  B mn(T(0)), mx(T(0));
+  const auto track = [&](B v) {
+    mn = xsimd::min(mn, v);
+    mx = xsimd::max(mx, v);
+    return v;
+  };
+  double s;
+  T Emax;
+  const bool ok = normalized ? two_pass_sum<A>(x, n, s, Emax, track) : two_pass_sum<A>(x, n, s, Emax);
+  T lo = -hmax<A>(-mn), hi = hmax<A>(mx);
+  const auto write = [&](auto&& term) {
+    const sa_factor<A, T> g(normalized, lo, hi);
+    map<A, staged>(x, y, n, [&](B v) { return mul_normal<A, T>(g(v), term(v)); });
+  };
+  if (ok) return write(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
+  const T m = reduce_max<A>(x, n);
+  if (!is_finite(m)) return sa_softmax_nonfinite(x, y, n, normalized);
+  if (normalized) min_max0<A>(x, n, lo, hi);
+  if (!with_softmax_term<A>(x, n, m, write)) fill(y, n, std::numeric_limits<T>::quiet_NaN());
+}
+
+// With p = softmax(x), y = g p, D = sum dy y, P = sum dy p:
+//   dx_k = p_k (dy_k (g'(x_k) + g(x_k)) - D)
+// plus, normalized (g depends on lo and hi), (D - P) / R at the first
+// minimum when min x < 0 (lo is that entry) and -D / R at the first
+// maximum when max x > 0, R = hi - lo. NaN in x or dy -> all NaN; +inf in
+// x -> all 0 (saturated); -inf entries get 0.
+template <class A, class T>
+void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized) {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN();
+  const T m = reduce_max<A>(x, n);
+  if (m != m) return fill(dx, n, nan);
+  if (!is_finite(m)) {  // +inf somewhere (y holds +inf: no dot), or all -inf
+    for (std::size_t i = 0; i < n; ++i)
+      if (dy[i] != dy[i]) return fill(dx, n, nan);
+    return fill(dx, n, T(0));
+  }
+  const double D = sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; });
+  if (!(D == D)) return fill(dx, n, nan);
+  T lo = 0, hi = 0;
+  if (normalized) min_max0<A>(x, n, lo, hi);
+  const sa_factor<A, T> g(normalized, lo, hi);
+  // The entries lo and hi are (first occurrences), before dx overwrites x.
+  std::size_t imin = n, imax = n;
+  if (normalized && g.mode == sa_factor<A, T>::finite) {
+    for (std::size_t i = 0; i < n && (imin == n || imax == n); ++i) {
+      if (imin == n && lo < T(0) && x[i] == lo) imin = i;
+      if (imax == n && hi > T(0) && x[i] == hi) imax = i;
+    }
+  }
+  const B Dv(finite_mean<T>(D)), slope(g.slope());
+  double P = 0;
+  const auto run = [&](auto&& term) {
+    if (normalized)
+      P = sum_map2<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); });
+    map2<A>(x, dy, dx, n, [&](B v, B d) {
+      const B gv = g(v);
+      const B a = normalized ? xsimd::fms(d, slope + gv, Dv) : xsimd::fms(d, gv + B(T(1)), Dv);
+      return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
+    });
+  };
+  double s;
+  T Emax;
+  if (two_pass_sum<A>(x, n, s, Emax))
+    run(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
+  else if (!with_softmax_term<A>(x, n, m, run))
+    return fill(dx, n, nan);
+  const double R = g.mode == sa_factor<A, T>::finite ? 1.0 / static_cast<double>(g.slope()) : 0.0;
+  if (imin < n && g.slope() > T(0)) dx[imin] = static_cast<T>(dx[imin] + (D - P) / R);
+  if (imax < n && g.slope() > T(0)) dx[imax] = static_cast<T>(dx[imax] - D / R);
+}
+
+// ------------------------------------------------------------- multimax --
+
+// sigma(x) in T, in the official code's order of operations; +-inf and NaN
+// pass through (the mask is applied after the modulator).
+template <class A, class T>
+struct multimax_modulator {
+  using B = xsimd::batch<T, A>;
+  B r0, r1, r2, r3, t0, t1, t2, t3;
+  explicit multimax_modulator(const multimax_params& p) noexcept
+      : r0(static_cast<T>(p.ranges[0])), r1(static_cast<T>(p.ranges[1])), r2(static_cast<T>(p.ranges[2])),
+        r3(static_cast<T>(p.ranges[3])), t0(static_cast<T>(p.ts[0])), t1(static_cast<T>(p.ts[1])),
+        t2(static_cast<T>(p.ts[2])), t3(static_cast<T>(p.ts[3])) {}
+
+  SMAX_INLINE B operator()(B v) const noexcept {
+    const B zero(T(0));
+    const B a = xsimd::max(r0 - v, zero), b = xsimd::max(v - r1, zero);
+    const B c = xsimd::max(r2 - v, zero), d = xsimd::max(v - r3, zero);
+    const B s = (((v + t0 * a) + t1 * b) + t2 * (c * c)) + t3 * (d * d);
+    return xsimd::select(xsimd::abs(v) == B(std::numeric_limits<T>::infinity()), v, s);
+  }
+  // d sigma / dx, with relu'(0) = 0 (PyTorch's); 0 at +-inf.
+  SMAX_INLINE B slope(B v) const noexcept {
+    const B zero(T(0)), one(T(1)), two(T(2));
+    const B lin = (one - xsimd::select(v < r0, t0, zero)) + xsimd::select(v > r1, t1, zero);
+    const B quad = two * (t3 * xsimd::max(v - r3, zero) - t2 * xsimd::max(r2 - v, zero));
+    return xsimd::select(xsimd::abs(v) == B(std::numeric_limits<T>::infinity()), zero, lin + quad);
+  }
+};
+
+template <class A, class T>
+void multimax(const T* x, T* y, std::size_t n, const multimax_params& p) {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const multimax_modulator<A, T> sig(p);
+  // In cache: sigma(x) into y, then softmax's three-pass reload there.
+  if (n * sizeof(T) < automatic_two_pass_bytes<A>) {
+    map<A>(x, y, n, sig);
+    return softmax_three_pass<A>(y, y, n, true);
+  }
+  double s;
+  T Emax;
+  if (two_pass_sum<A>(x, n, s, Emax, sig)) {
+    const exp_ref<A, T> ex(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s));
+    return map<A, staged>(x, y, n, [&](B v) { return ex(sig(v)); });
+  }
+  map<A>(x, y, n, sig);
+  softmax_three_pass<A>(y, y, n, false);
+}
+
+// Three inputs, one output (any may alias): out[i] = f(a[i], b[i], c[i]).
+template <class A, class T, class F>
+void map3(const T* a, const T* b, const T* c, T* out, std::size_t n, F&& f) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  std::size_t i = 0;
+  for (; i + W <= n; i += W)
+    f(B::load_unaligned(a + i), B::load_unaligned(b + i), B::load_unaligned(c + i)).store_unaligned(out + i);
+  if (i < n)
+    store_partial<A>(out + i, n - i,
+                     f(load_partial<A>(a + i, n - i, T(0)), load_partial<A>(b + i, n - i, T(0)),
+                       load_partial<A>(c + i, n - i, T(0))));
+}
+
+// dx = sigma'(x) softmax_backward(y, dy) = sigma'(x) (y dy - y D).
+template <class A, class T>
+void multimax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p) {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const multimax_modulator<A, T> sig(p);
+  const B D(finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; })));
+  map3<A>(x, y, dy, dx, n, [&](B v, B yv, B d) { return mul_normal<A, T>(sig.slope(v), xsimd::fms(yv, d, yv * D)); });
+}
+
+// ------------------------------------------------------------- asentmax --
+
+template <class A, class T>
+void asentmax(const T* x, T* y, std::size_t n, T alpha, T s, T b) {
+  if (n == 0) return;
+  const T c = static_cast<T>(ssmax_scale(s, b, n));
+  if (alpha == T(1)) return ssmax<A, T>(x, y, n, s, b);
+  entmax_bisect<A, T>(x, y, n, alpha, 50, nullptr, c);
+}
+
+// dx = c entmax_backward(y, dy).
+template <class A, class T>
+void asentmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha, T s, T b) {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const B c(static_cast<T>(ssmax_scale(s, b, n)));
+  entmax_backward<A, T>(y, dy, dx, n, alpha);
+  map<A>(dx, dx, n, [&](B g) { return mul_normal<A, T>(g, c); });
+}
+
+}  // namespace detail
+}  // namespace smax
