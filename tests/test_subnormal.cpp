@@ -8,6 +8,8 @@
 //   * stays within the accuracy contract (softmax against long double).
 // The speed side (an Intel core takes a microcode assist per subnormal
 // operation) is measured by bench/bench_subnormal.cpp.
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 
 #include "common.hpp"
@@ -101,6 +103,86 @@ std::vector<std::pair<std::string, kernel_fn<T>>> kernels() {
   k.emplace_back("ssmax", [](const V& x, const V&, const V&, V& o) { d::ssmax(x.data(), o.data(), x.size(), T(0.3)); });
   k.emplace_back("gumbel_softmax",
                  [](const V& x, const V&, const V&, V& o) { d::gumbel_softmax(x.data(), o.data(), x.size(), T(0.5), 11); });
+  // Attention options and losses (attention.hpp, losses.hpp): the scalar
+  // results go to o[0].
+  const auto opts = [](const V& x) {
+    smax::softmax_options<T> so;
+    so.scale = T(0.7);
+    so.softcap = T(60);
+    so.length = x.size() - 3;
+    so.sink = T(1.5);
+    return so;
+  };
+  k.emplace_back("softmax(options)", [opts](const V& x, const V&, const V&, V& o) {
+    d::softmax(x.data(), o.data(), x.size(), opts(x));
+  });
+  k.emplace_back("log_softmax(options)", [opts](const V& x, const V&, const V&, V& o) {
+    d::log_softmax(x.data(), o.data(), x.size(), opts(x));
+  });
+  k.emplace_back("softmax_backward(options)", [opts](const V& x, const V&, const V& dy, V& o) {
+    V p(x.size());
+    d::softmax(x.data(), p.data(), x.size(), opts(x));
+    d::softmax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), opts(x));
+  });
+  k.emplace_back("logsumexp, cross_entropy", [](const V& x, const V&, const V&, V& o) {
+    std::fill(o.begin(), o.end(), T(0));
+    o[0] = static_cast<T>(d::logsumexp(x.data(), x.size()));
+    o[1] = static_cast<T>(d::cross_entropy(x.data(), x.size(), x.size() / 3, 0.1f));
+  });
+  k.emplace_back("cross_entropy_backward", [](const V& x, const V&, const V&, V& o) {
+    d::cross_entropy_backward(x.data(), x.size(), x.size() / 3, 0.5, o.data(), 0.1f);
+  });
+  k.emplace_back("topk_softmax(64)", [](const V& x, const V&, const V&, V& o) {
+    std::fill(o.begin(), o.end(), T(0));
+    std::vector<std::uint32_t> idx(64);
+    d::topk_softmax(x.data(), x.size(), 64, o.data(), idx.data());
+    for (std::size_t i = 0; i < 64; ++i) o[64 + i] = static_cast<T>(idx[i]);
+  });
+  k.emplace_back("sample", [](const V& x, const V&, const V&, V& o) {
+    std::fill(o.begin(), o.end(), T(0));
+    smax::sampling s;
+    for (std::uint64_t i = 0; i < 8; ++i) o[i] = static_cast<T>(d::sample(x.data(), x.size(), s, 5, i));
+  });
+  // The seeds' other members (seeds.hpp).
+  k.emplace_back("sigmoid_attention", [](const V& x, const V&, const V&, V& o) {
+    d::sigmoid_attention(x.data(), o.data(), x.size(), T(-8));
+  });
+  k.emplace_back("sigmoid_attention_backward", [](const V& x, const V&, const V& dy, V& o) {
+    V p(x.size());
+    d::sigmoid_attention(x.data(), p.data(), x.size(), T(-8));
+    d::sigmoid_attention_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), T(-8));
+  });
+  for (bool norm : {false, true}) {
+    k.emplace_back(norm ? "sa_softmax(normalized)" : "sa_softmax", [norm](const V& x, const V&, const V&, V& o) {
+      d::sa_softmax(x.data(), o.data(), x.size(), norm);
+    });
+    k.emplace_back(norm ? "sa_softmax_backward(normalized)" : "sa_softmax_backward",
+                   [norm](const V& x, const V&, const V& dy, V& o) {
+                     V p(x.size());
+                     d::sa_softmax(x.data(), p.data(), x.size(), norm);
+                     d::sa_softmax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), norm);
+                   });
+  }
+  smax::multimax_params mm;  // test_seeds' first set: both orders, both sides
+  const double mr[4] = {-0.5, 0.8, -1.5, 2.0}, mt[4] = {0.3, -0.2, 0.05, 0.02};
+  std::copy(mr, mr + 4, mm.ranges);
+  std::copy(mt, mt + 4, mm.ts);
+  k.emplace_back("multimax", [mm](const V& x, const V&, const V&, V& o) {
+    d::multimax(x.data(), o.data(), x.size(), mm);
+  });
+  k.emplace_back("multimax_backward", [mm](const V& x, const V&, const V& dy, V& o) {
+    V p(x.size());
+    d::multimax(x.data(), p.data(), x.size(), mm);
+    d::multimax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), mm);
+  });
+  k.emplace_back("asentmax(1.5)", [](const V& x, const V&, const V&, V& o) {
+    d::asentmax(x.data(), o.data(), x.size(), T(1.5), T(0.5), T(1));
+  });
+  k.emplace_back("asentmax_backward(1.5)", [](const V& x, const V&, const V& dy, V& o) {
+    V p(x.size());
+    d::asentmax(x.data(), p.data(), x.size(), T(1.5), T(0.5), T(1));
+    d::asentmax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), T(1.5), T(0.5), T(1));
+  });
   k.emplace_back("batched softmax", [](const V& x, const V&, const V&, V& o) {
     const std::size_t rows = 4, cols = x.size() / 4;
     d::softmax(smax::matrix_view<const T>(x.data(), rows, cols), smax::matrix_view<T>(o.data(), rows, cols));

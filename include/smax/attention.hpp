@@ -96,6 +96,17 @@ void check_softmax_options(const char* fn, const softmax_options<T>& o) {
     throw std::invalid_argument(f + ": sink must not be NaN or +inf");
 }
 
+// tanh(u) with |u| clamped where tanh(u) already rounds to +-1 (float 10,
+// double 20), NaN passed around it: xsimd's double tanh on AVX2 converts
+// exp(2u) to an integer, undefined for u = +-inf or NaN (UBSan, fuzz_losses).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> tanh_clamped(xsimd::batch<T, A> u) noexcept {
+  using B = xsimd::batch<T, A>;
+  const B bound(sizeof(T) == 4 ? T(10) : T(20));
+  const B t = xsimd::tanh(xsimd::select(xsimd::abs(u) <= bound, u, xsimd::copysign(bound, u)));
+  return xsimd::select(u != u, u, t);
+}
+
 // z from x (and the mask) for one vector of lanes.
 template <class A, class T, bool Mask, bool Cap>
 struct score_transform {
@@ -105,7 +116,7 @@ struct score_transform {
       : scale(o.scale), cap(o.softcap), inv_cap(Cap ? T(1) / o.softcap : T(0)), mscale(o.mask_scale) {}
   SMAX_INLINE B operator()(B x, B m) const noexcept {
     B z = x * scale;
-    if (Cap) z = cap * xsimd::tanh(z * inv_cap);
+    if (Cap) z = cap * tanh_clamped<A, T>(z * inv_cap);
     if (Mask) {
       constexpr T ninf = -std::numeric_limits<T>::infinity();
       z = xsimd::select(m == B(ninf), B(ninf), fma_<A, T>(mscale, m, z));
@@ -216,16 +227,17 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const std::size_t len = std::min(n, o.length);
-  const B dot(finite_mean<T>(sum_map2<A>(y, dy, len, [](B a, B b) { return a * b; })));
+  // (softmax_backward's term and products kept normal: no subnormal is formed)
+  const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, len));
   const B sc(o.scale);
   map2<A>(y, dy, dx, len, [&](B a, B b) {
-    return xsimd::select(a == B(T(0)), B(T(0)), xsimd::fms(a, b, a * dot) * sc);
+    return xsimd::select(a == B(T(0)), B(T(0)), mul_normal<A, T>(term(a, b), sc));
   });
   if (o.softcap > 0) {
     const B ic(o.scale / o.softcap), one(T(1));
     map2<A>(x, dx, dx, len, [&](B v, B g) {
-      const B t = xsimd::tanh(v * ic);
-      return xsimd::select(g == B(T(0)), B(T(0)), g * fnma_<A, T>(t, t, one));
+      const B t = tanh_clamped<A, T>(v * ic);
+      return xsimd::select(g == B(T(0)), B(T(0)), mul_normal<A, T>(g, fnma_<A, T>(t, t, one)));
     });
   }
   fill(dx + len, n - len, T(0));

@@ -81,35 +81,48 @@ T finite_mean(double v) noexcept {
 // both products are bounded by the scale |y_i| (|dy_i| + sum_j |y_j dy_j|)
 // of the result, so nothing overflows unless that scale does (dy_i - dot
 // alone can, e.g. dy_i = -DBL_MAX with a positive dot).
+// dx = y (dy - dot) for one vector of lanes, with dot = sum y dy: lanes of
+// y whose products with dy or dot, or whose results, could fall below the
+// normal range are taken as 0, so no subnormal is formed (such dx are below
+// 2^-124 anyway). Shared by every softmax-shaped backward.
 template <class A, class T>
-void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+struct softmax_backward_term {
   using B = xsimd::batch<T, A>;
-  if (n == 0) return;
-  // (y lanes whose products with dy, or whose results y (dy - dot), could
-  // fall below the normal range are taken as 0: no subnormal is formed;
-  // such dx are below 2^-124 anyway)
-  const T dot_s = finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); }));
-  const B dot(dot_s);
-  // |a| below this makes a * dot smaller than the smallest normal number
-  const B cut(static_cast<T>(std::min(static_cast<double>(std::numeric_limits<T>::max()),
-                                      static_cast<double>(std::numeric_limits<T>::min()) /
-                                          std::fabs(static_cast<double>(dot_s)))));
-  // Fast path: every y of the vector 0 or at least 2^(bias/2) above the
-  // smallest normal number, and |dot| too (or 0), so that y dot is normal and
-  // only b within 2^-(bias/2) of dot could make the result small.
-  const double big_s = std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2);
-  const B big(static_cast<T>(big_s));
-  const bool dot_big = !(std::fabs(static_cast<double>(dot_s)) < big_s) || dot_s == T(0);
-  map2<A>(y, dy, dx, n, [&](B a, B b) {
+  B dot, cut, big;
+  bool dot_big;
+  explicit softmax_backward_term(T dot_s) noexcept
+      : dot(dot_s),
+        // |a| below this makes a * dot smaller than the smallest normal number
+        cut(static_cast<T>(std::min(static_cast<double>(std::numeric_limits<T>::max()),
+                                    static_cast<double>(std::numeric_limits<T>::min()) /
+                                        std::fabs(static_cast<double>(dot_s))))),
+        big(static_cast<T>(std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2))),
+        dot_big(!(std::fabs(static_cast<double>(dot_s)) < std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2)) ||
+                dot_s == T(0)) {}
+  // The dot product itself, its products kept normal.
+  static T dot_of(const T* y, const T* dy, std::size_t n) noexcept {
+    return finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); }));
+  }
+  SMAX_INLINE B operator()(B a, B b) const noexcept {
+    // Fast path: every y of the vector 0 or at least 2^(bias/2) above the
+    // smallest normal number, and |dot| too (or 0), so that y dot is normal
+    // and only b within 2^-(bias/2) of dot could make the result small.
     if (dot_big && xsimd::all((xsimd::abs(a) >= big) | (a == B(T(0))))) return fma_<A, T>(a, b, -(a * dot));
     // Here dx = a0 (b - dot), a0 zeroed where that product could be below
     // the normal range; where b - dot overflows, the two-product form.
     const B g = b - dot;
     const B a0 = keep_if_normal_product<A, T>(a, g);
     const B ad = xsimd::select(xsimd::abs(a0) < cut, B(T(0)), a0) * dot;
-    return xsimd::select(xsimd::abs(g) < B(std::numeric_limits<T>::infinity()), a0 * g,
-                         fma_<A, T>(a0, b, -ad));
-  });
+    return xsimd::select(xsimd::abs(g) < B(std::numeric_limits<T>::infinity()), a0 * g, fma_<A, T>(a0, b, -ad));
+  }
+};
+
+template <class A, class T>
+void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, n));
+  map2<A>(y, dy, dx, n, [&](B a, B b) { return term(a, b); });
 }
 
 // y is the log_softmax output: dx_i = dy_i - e^(y_i) * sum_j dy_j

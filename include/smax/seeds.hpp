@@ -33,6 +33,7 @@
 // range go through mul_normal (exp.hpp), and sigmoid's exp is clamped.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -161,7 +162,8 @@ bool with_softmax_term(const T* x, std::size_t n, T m, F&& f) {
 // limit of x e^x), or the normalized (x - lo) / (hi - lo), taken in its
 // limits where lo or hi is infinite (1 for finite x when lo = -inf, 1 at
 // x = +inf and 0 elsewhere when hi = +inf) and 0 when hi = lo (x all 0:
-// the formula is 0/0). Where hi - lo overflows, both are halved first.
+// the formula is 0/0). Where hi - lo overflows, both are halved first;
+// where it is below 1, both are scaled up by a power of two.
 template <class A, class T>
 struct sa_factor {
   using B = xsimd::batch<T, A>;
@@ -177,7 +179,15 @@ struct sa_factor {
       mode = lo_inf;
     } else {
       mode = finite;
-      if (!is_finite(hi - lo)) h = T(0.5);
+      const T raw = hi - lo;
+      if (!is_finite(raw)) {
+        h = T(0.5);
+      } else if (raw > T(0) && raw < T(1)) {
+        // A tiny range (subnormal x) would overflow 1 / range: scale x by a
+        // power of two first (exact; |x| <= range, so x h stays below 2).
+        const int cap = std::numeric_limits<T>::max_exponent - 28;
+        h = std::ldexp(T(1), std::min(-std::ilogb(raw), cap));
+      }
       const T range = hi * h - lo * h;
       loh = lo * h;
       inv = range > T(0) ? T(1) / range : T(0);
@@ -373,8 +383,8 @@ void multimax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const multimax_modulator<A, T> sig(p);
-  const B D(finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; })));
-  map3<A>(x, y, dy, dx, n, [&](B v, B yv, B d) { return mul_normal<A, T>(sig.slope(v), xsimd::fms(yv, d, yv * D)); });
+  const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, n));
+  map3<A>(x, y, dy, dx, n, [&](B v, B yv, B d) { return mul_normal<A, T>(sig.slope(v), term(yv, d)); });
 }
 
 // ------------------------------------------------------------- asentmax --

@@ -242,8 +242,9 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
     return softpick_huge<A>(x, y, n, eps, m);
   }
   const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
-  if (den == 0) return fill(y, n, T(0));  // every x is 0 or -inf, eps = 0
-  if (!(1.0 / den <= softpick_inv_max)) return softpick_scalar(x, y, n, eps);
+  // den = 0 (eps = 0; every x 0, -inf or subnormal, whose terms pass 1
+  // flushes) or an inverse that overflows: the scalar loop in a wider type.
+  if (!(den > 0) || !(1.0 / den <= softpick_inv_max)) return softpick_scalar(x, y, n, eps);
   // y = |e^x - 1| 2^-Emax / den for x > 0 (K >= 0 there), else 0.
   const scale_normal<A, T> inv(static_cast<T>(1.0 / den));
   const B eb(emax), zero(T(0));
