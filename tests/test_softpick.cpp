@@ -82,6 +82,9 @@ void accuracy(variants_test::worst_table& table) {
       for (const std::vector<T>& x : inputs<T>(n)) {
         ++which;
         for (const T eps : {T(1e-8), T(0), T(0.5)}) {
+          // (above 64K only the default eps: the others take the same code
+          // path, covered at every smaller size; saves QEMU/ASan minutes)
+          if (n > 65536 && eps != T(1e-8)) continue;
           INFO(type_name<T>() << " " << isa << " n = " << n << " input " << which << " eps = " << eps);
           const std::vector<T> y = softpick(x, eps);
           const double err = variants_test::rel_err(y, ref_softpick(x, static_cast<ld>(eps)));

@@ -311,7 +311,12 @@ TEMPLATE_TEST_CASE("sparsemax and entmax15 match the sort-based long-double refe
 
 TEMPLATE_TEST_CASE("entmax_bisect matches the long-double reference for several alpha", "[sparse]", float, double) {
   using T = TestType;
-  for (ld alpha : {1.1L, 1.25L, 1.5L, 1.75L, 2.0L, 2.5L, 4.0L})
+  // Under a size cap (QEMU, sanitizers: the long-double reference is slow
+  // there) four of the seven alphas; 1.5 and 2 are also checked against
+  // entmax15 and sparsemax below.
+  const bool capped = smax_test::max_n() < (std::size_t(1) << 20);
+  for (ld alpha : {1.1L, 1.25L, 1.5L, 1.75L, 2.0L, 2.5L, 4.0L}) {
+    if (capped && (alpha == 1.1L || alpha == 1.5L || alpha == 2.0L)) continue;
     for (int kind = 0; kind < n_inputs; ++kind)
       for (std::size_t n : smax_test::sizes_up_to_max()) {
         if (n == 0 || n > sweep_max_n_alpha) continue;
@@ -325,6 +330,7 @@ TEMPLATE_TEST_CASE("entmax_bisect matches the long-double reference for several 
           SMAX_CHECK_VERDICT(judge(x, y, r), T);
         }
       }
+  }
 }
 
 TEST_CASE("float sparse family stays exact up to the largest n", "[sparse][large]") {
