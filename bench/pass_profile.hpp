@@ -1,7 +1,7 @@
 // smax_pass_profile: where the time of an out-of-cache softmax goes, pass by
 // pass, beside the memory-only kernels each pass is bounded by. Included by
 // one TU per ISA (pass_profile_<isa>.cpp, compiled with that ISA's flags);
-// main() is in pass_profile.cpp. See the README, "Where the time goes".
+// main() is in pass_profile.cpp. See docs/performance.md, "Where the time goes".
 //
 // Every entry is timed as one call over n floats (rotating between two
 // buffer pairs, so that the input is never in cache), all entries

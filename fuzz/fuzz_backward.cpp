@@ -61,7 +61,7 @@ void run(smax_fuzz::stream& in) {
           log ? std::fabs(static_cast<long double>(dy[i])) + e * scale_sum : std::fabs(static_cast<long double>(yin[i])) * (std::fabs(static_cast<long double>(dy[i])) + scale_sum);
       if (!(scale < big / 4)) continue;
       // (+ 4 min: a result below a few times the smallest normal number is
-      // 0 rather than a subnormal, README "Guarantees", exp.hpp)
+      // 0 rather than a subnormal, docs/guarantees.md, exp.hpp)
       if (std::fabs(static_cast<long double>(got[i]) - ref) > 8 * eps * scale + 4 * std::numeric_limits<T>::min())
         smax_fuzz::fail(std::string(fn) + ": error above a few ulp of the term scale at " + std::to_string(i));
     }

@@ -4,7 +4,7 @@
   report.md     markdown: machine, targets, summary table, full table
   plot_<type>_<isa>.png    throughput vs size, one line per algorithm/peer
                            (the two-pass paper's figure layout), per ISA
-  overview.png  all ISAs side by side (the README figure)
+  overview.png  all ISAs side by side (the figure in docs/performance.md)
 
 Every figure is the median over --benchmark_repetitions; ratios:
   vs roofline   kernel time / "read twice, write once" time at the same size,

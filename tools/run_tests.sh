@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# smax's test command (README "Tests"; .ci/run calls it).
+# smax's test command (docs/testing.md; .ci/run calls it).
 #
 #   bash tools/run_tests.sh              every stage below
 #   bash tools/run_tests.sh release neon only the stages named

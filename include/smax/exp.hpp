@@ -27,7 +27,8 @@
 // so SSE2 (no FMA) computes the same d as AVX2/AVX-512/NEON.
 //
 // Measured (tests/test_exp.cpp, dense sweep against long double, every ISA):
-// max error of shifted_exp and extexp ~1 ulp for float and double; see README.
+// max error of shifted_exp and extexp ~1 ulp for float and double; see
+// docs/guarantees.md, "Accuracy".
 //
 // No function here forms a subnormal number, as a result or as an operand:
 // results that would lie below (a few times) the smallest normal number are

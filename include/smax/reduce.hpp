@@ -34,7 +34,7 @@ namespace detail {
 // the out-of-order core to overlap); `block_chunks` iterations between
 // flushes of the inner accumulators into the compensated total (each inner
 // lane then adds at most block_chunks terms before a compensated add).
-// Measured with smax_bench (README, "Tuning"): on Zen 5 the exp-heavy passes
+// Measured with smax_bench (bench/): on Zen 5 the exp-heavy passes
 // are bound by the FMA pipes, so more than 4 vectors in flight gains nothing
 // with 16 AVX-512 lanes, while 8- and 4-lane ISAs still hide more latency
 // with more independent vectors.
@@ -217,7 +217,7 @@ SMAX_INLINE double hsum(xsimd::batch<T, A> v) noexcept {
 // float: each lane kept in double. A float Neumaier total is not enough for
 // n near 2^31: its carry, itself a float, accumulates one rounding per block
 // (about n / 1024 of them), and with a periodic input those roundings do not
-// cancel (4.7e-6 relative at n = 2^31 + 4099, tests/huge_n.cpp). In double,
+// cancel (4.7e-6 relative at n = 2^31 + 4099, tests/test_huge.cpp). In double,
 // 2^21 additions of relative error 2^-53 stay below 2^-32; the cost is a
 // widening add of W lanes per block (every 1024 elements on AVX-512).
 template <class A, class T>

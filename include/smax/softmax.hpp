@@ -362,7 +362,7 @@ void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
 // `automatic`: three-pass reload while the input fits in cache (one exp per
 // element; its five passes over the data then cost little), two-pass from
 // this many bytes of input (two reads and one write from DRAM, but two exps
-// per element). Measured with smax_bench (README, "Tuning"; Zen 5, float):
+// per element). Measured with smax_bench (bench/bench_softmax.cpp; Zen 5, float):
 // two-pass / reload = 0.96 at 2 MiB and 1.13 at 4 MiB with AVX-512, 0.75 at
 // 4 MiB and 1.11 at 8 MiB with AVX2. SSE2 (4 lanes, no FMA) is bound by the
 // exp everywhere, 256 MiB included, so reload, with half the exps, always
