@@ -14,7 +14,7 @@
 #   clang    clang++ -O2, warnings as errors: the same tests, less packaging
 #   asan     g++ Debug (-O0: at -O1 the sanitized per-ISA TUs take 10x
 #            longer to compile) with AddressSanitizer + UndefinedBehaviorSanitizer,
-#            xsimd assertions on; large sizes capped at 256K (SMAX_TEST_MAX_N);
+#            xsimd assertions on; large sizes capped at 128K (SMAX_TEST_MAX_N);
 #            the examples are left to release and clang
 #   neon     aarch64 cross build, tests run under qemu-aarch64; large sizes
 #            capped at 128K (SMAX_TEST_MAX_N: QEMU emulates long double, the
