@@ -53,7 +53,7 @@ TEST_CASE("exp primitive: max error <= 2 ulp against long double on every ISA", 
   const std::size_t points = std::min<std::size_t>(std::size_t(1) << 20, std::max<std::size_t>(smax_test::max_n() / 16, 4096));
   for (const auto& isa : compiled_isas()) {
     if (!cpu_has(isa)) {
-      WARN("exp primitive NOT TESTED on " << isa << ": this CPU lacks it");
+      WARN("SKIPPED: exp primitive on " << isa << ": this CPU lacks it");
       continue;
     }
     const auto& p = probe(isa);
@@ -80,7 +80,7 @@ TEST_CASE("ISA selection at compile time: default_arch and arch tags agree with 
   const std::vector<std::size_t> ns = {1, 5, 17, 100, 1000, 4097, 100003};
   for (const auto& isa : compiled_isas()) {
     if (!cpu_has(isa)) {
-      WARN("compile-time selection NOT TESTED for " << isa << ": this CPU lacks it");
+      WARN("SKIPPED: compile-time selection for " << isa << ": this CPU lacks it");
       continue;
     }
     const auto& p = probe(isa);
