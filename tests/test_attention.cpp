@@ -208,6 +208,24 @@ TEMPLATE_TEST_CASE("softmax options: special values and bad arguments", "[attent
     x[4] = nan;
     smax::dynamic::softmax(x.data(), y.data(), n, o);
     for (T v : y) CHECK(std::isnan(v));
+    // ... through the soft-cap too (its tanh argument is clamped, NaN kept;
+    // fuzz_losses found it lost on AVX2 and AVX-512), and with +-inf and
+    // +-max around it (tanh's argument clamped, not undefined).
+    o.softcap = T(1);
+    o.scale = T(-0.127);
+    x[0] = inf;
+    x[1] = -std::numeric_limits<T>::max();
+    smax::dynamic::softmax(x.data(), y.data(), n, o);
+    for (T v : y) CHECK(std::isnan(v));
+    smax::dynamic::log_softmax(x.data(), y.data(), n, o);
+    for (T v : y) CHECK(std::isnan(v));
+    x[4] = T(0.5);
+    smax::dynamic::softmax(x.data(), y.data(), n, o);
+    for (T v : y) CHECK(std::isfinite(v));
+    x[0] = T(0.25);
+    x[1] = T(-0.5);
+    x[4] = nan;
+    o = {};
     std::vector<T> m2(n, T(0));
     m2[4] = -inf;
     o.mask = m2.data();

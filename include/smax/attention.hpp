@@ -104,7 +104,7 @@ SMAX_INLINE xsimd::batch<T, A> tanh_clamped(xsimd::batch<T, A> u) noexcept {
   using B = xsimd::batch<T, A>;
   const B bound(sizeof(T) == 4 ? T(10) : T(20));
   const B t = xsimd::tanh(xsimd::select(xsimd::abs(u) <= bound, u, xsimd::copysign(bound, u)));
-  return xsimd::select(u != u, u, t);
+  return xsimd::select(xsimd::isnan(u), u, t);  // (batch != is ordered on AVX: NaN != NaN is false)
 }
 
 // z from x (and the mask) for one vector of lanes.
