@@ -188,7 +188,9 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
 
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   std::size_t i = 0, chunks = 0;
+  const bool far = n * sizeof(T) >= prefetch_min_bytes;
   for (; i + 4 * W <= n; i += 4 * W) {
+    if (far) prefetch_ahead<A, 4>(x + i);
     chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
           B::load_unaligned(x + i + 3 * W));
     if (++chunks == loop_shape<A>::block_chunks) {
@@ -315,7 +317,9 @@ SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax, Pr
 
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   std::size_t i = 0, chunks = 0;
+  const bool far = n * sizeof(T) >= prefetch_min_bytes;
   for (; i + U * W <= n; i += U * W) {
+    if (far) prefetch_ahead<A, U>(x + i);
     B v[U];
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) v[u] = pre(B::load_unaligned(x + i + u * W));
