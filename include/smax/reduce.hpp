@@ -83,12 +83,11 @@ constexpr bool is_x86_avx_v = std::is_base_of<xsimd::avx, A>::value;
 template <class A>
 constexpr bool is_x86_sse2_v = std::is_base_of<xsimd::sse2, A>::value;
 
-// Software prefetch in the out-of-cache read passes (issue 15; docs/tuning.md,
-// "Prefetch"): one prefetcht1 (into L2) per cache line, this many bytes ahead
-// of the loads. On a Sapphire/Emerald Rapids core the hardware prefetchers
-// alone left 64M-float two_pass at 0.58x the rw2 roofline; 4 KiB ahead gave
-// 0.83x (2 KiB 0.79-0.82, 16 KiB 0.75-0.82, prefetcht0 0.81, nta 0.51).
-// On Zen 5 a prefetch of x measured no change. x86 only (NEON: none).
+// Software prefetch in the out-of-cache read passes: one prefetcht1 (into
+// L2) per cache line, this many bytes ahead of the loads. On the Intel Xeon
+// (Sapphire/Emerald Rapids) 64M-float two_pass took 0.79-0.83x the time with
+// it; on Zen 5 an earlier prefetch of x measured no change (docs/tuning.md,
+// "Prefetch"). x86 only.
 template <class A>
 constexpr std::size_t prefetch_bytes = (is_x86_sse2_v<A> || is_x86_avx_v<A> || is_x86_avx512_v<A>) ? 4096 : 0;
 // Below this many bytes of input the passes run from cache and skip it.
