@@ -82,6 +82,22 @@ double max_rel_err(const std::vector<T>& y, const std::vector<long double>& ref,
 
 // ---- general helpers (tests/test_softmax.cpp, test_exp.cpp; use freely) ----
 
+// Built with AddressSanitizer (g++: __SANITIZE_ADDRESS__; clang:
+// __has_feature): the -O0 instrumented build runs 10-50x slower, so a few
+// long sweeps draw or sweep less there; the native builds run them in full.
+#if defined(__SANITIZE_ADDRESS__)
+#define SMAX_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SMAX_TEST_SANITIZED 1
+#endif
+#endif
+#ifdef SMAX_TEST_SANITIZED
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+
 // The largest n the size-scaled tests use: the environment variable
 // SMAX_TEST_MAX_N if set, else the build's default SMAX_TEST_DEFAULT_MAX_N
 // (tests/CMakeLists.txt: 16M natively, less under QEMU and sanitizers).

@@ -330,7 +330,8 @@ void sample_distribution_body() {
   // Fewer draws where every instruction is emulated or instrumented (the
   // bound below holds for any count; fewer draws only test less finely).
   const bool native = smax_test::max_n() >= (std::size_t(1) << 24);
-  const std::size_t draws = native ? 8000 : 2000, big_draws = native ? 3000 : 800;
+  const std::size_t draws = native ? 8000 : smax_test::sanitized ? 700 : 2000;
+  const std::size_t big_draws = native ? 3000 : smax_test::sanitized ? 250 : 800;
   auto x = smax_test::normal<T>(60, 1.5, 21);
   x[10] = x[11] = x[12];  // ties
   const smax::sampling settings[] = {

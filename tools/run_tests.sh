@@ -29,8 +29,8 @@
 #            pool, a long row split across threads (tests/tsan)
 #   fuzz     clang, ASan + UBSan: every libFuzzer target (fuzz/) from its
 #            seed corpus (which replays the inputs of past findings first),
-#            fixed seed, SMAX_FUZZ_RUNS executions each (default 40000,
-#            ~10-15 s here) or SMAX_FUZZ_SECONDS (default 60), whichever
+#            fixed seed, SMAX_FUZZ_RUNS executions each (default 20000)
+#            or SMAX_FUZZ_SECONDS (default 30), whichever
 #            comes first (independent of the machine's speed); open findings
 #            in fuzz/findings/ are replayed and fail the stage
 #
@@ -142,7 +142,7 @@ tsan_stage() {
 for s in "${stages[@]}"; do
   case "$s" in
     tsan) run_command_stage tsan tsan_stage ;;
-    fuzz) run_command_stage fuzz env SMAX_FUZZ_RUNS="${SMAX_FUZZ_RUNS:-40000}" bash tools/run_fuzz.sh "${SMAX_FUZZ_SECONDS:-60}" ;;
+    fuzz) run_command_stage fuzz env SMAX_FUZZ_RUNS="${SMAX_FUZZ_RUNS:-20000}" bash tools/run_fuzz.sh "${SMAX_FUZZ_SECONDS:-30}" ;;
     *) run_stage "$s" ;;
   esac
 done
