@@ -2,7 +2,9 @@
 # smax's benchmark command: installs what it needs (Debian/Ubuntu, as root),
 # builds smax_bench in Release, runs it and writes the report.
 #
-#   tools/run_bench.sh            default suite, about 3 minutes on 2 cores
+#   tools/run_bench.sh            default suite: 222 benchmarks x 3 repetitions,
+#                                 about 25 minutes on 2 cores (the first 42 of its
+#                                 666 runs took 100 s on the Intel Xeon, 2026-12-01)
 #   tools/run_bench.sh --full     every benchmark, every size (much longer)
 #
 # Options:
