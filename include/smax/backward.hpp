@@ -77,14 +77,13 @@ T finite_mean(double v) noexcept {
   return static_cast<T>(v > big ? big : v < -big ? -big : v);
 }
 
-// dx_i = y_i * (dy_i - sum_j y_j dy_j), evaluated as y_i dy_i - y_i dot:
-// both products are bounded by the scale |y_i| (|dy_i| + sum_j |y_j dy_j|)
-// of the result, so nothing overflows unless that scale does (dy_i - dot
-// alone can, e.g. dy_i = -DBL_MAX with a positive dot).
-// dx = y (dy - dot) for one vector of lanes, with dot = sum y dy: lanes of
-// y whose products with dy or dot, or whose results, could fall below the
-// normal range are taken as 0, so no subnormal is formed (such dx are below
-// 2^-124 anyway). Shared by every softmax-shaped backward.
+// dx_i = y_i (dy_i - dot), dot = sum_j y_j dy_j, for one vector of lanes,
+// evaluated as y_i dy_i - y_i dot: both products are bounded by the scale
+// |y_i| (|dy_i| + sum_j |y_j dy_j|) of the result, so nothing overflows unless
+// that scale does (dy_i - dot alone can, e.g. dy_i = -DBL_MAX with a positive
+// dot). Lanes of y whose products with dy or dot, or whose results, could
+// fall below the normal range are taken as 0, so no subnormal is formed
+// (such dx are below 2^-124 anyway). Shared by every softmax-shaped backward.
 template <class A, class T>
 struct softmax_backward_term {
   using B = xsimd::batch<T, A>;
@@ -96,9 +95,10 @@ struct softmax_backward_term {
         cut(static_cast<T>(std::min(static_cast<double>(std::numeric_limits<T>::max()),
                                     static_cast<double>(std::numeric_limits<T>::min()) /
                                         std::fabs(static_cast<double>(dot_s))))),
-        big(static_cast<T>(std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2))),
-        dot_big(!(std::fabs(static_cast<double>(dot_s)) < std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2)) ||
-                dot_s == T(0)) {}
+        big(big_value()),
+        dot_big(!(std::fabs(dot_s) < big_value()) || dot_s == T(0)) {}
+  // 2^(min_exponent / 2): products of two values at least this large are normal
+  static T big_value() noexcept { return static_cast<T>(std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2)); }
   // The dot product itself, its products kept normal.
   static T dot_of(const T* y, const T* dy, std::size_t n) noexcept {
     return finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); }));
