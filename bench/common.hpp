@@ -543,6 +543,75 @@ void run_threaded_kernel(benchmark::State& state, const kernel<T>& k, const std:
   finish(state, k, s, total, t1 - t0, threads, wall_seconds);
 }
 
+// ------------------------------------------------------- 16-bit logits --
+
+// The float arena's logits (N(0, 3^2)) rounded to H, at the same byte
+// offsets: half_input<H>(x) maps a pointer into the float arena to the
+// 16-bit copy of the logits that starts at the same byte.
+template <class H>
+const H* half_input(const float* x) {
+  static const std::unique_ptr<void, free_deleter> arena16 = [] {
+    auto p = touched(arena_bytes);
+    H* h = static_cast<H*>(p.get());
+    const std::size_t n = arena_bytes / sizeof(H);
+    constexpr std::size_t chunk = std::size_t(1) << 20;
+    std::vector<float> f(chunk);
+    for (std::size_t o = 0; o < n; o += chunk) {
+      fill_logits(f.data(), chunk, 7 + o / chunk);
+      smax::dynamic::convert(f.data(), h + o, std::min(chunk, n - o));
+    }
+    return p;
+  }();
+  const std::size_t byte = static_cast<std::size_t>(reinterpret_cast<const char*>(x) -
+                                                    reinterpret_cast<const char*>(arena<float>::get().x()));
+  return reinterpret_cast<const H*>(static_cast<const char*>(arena16.get()) + byte);
+}
+
+template <class H>
+inline const char* half_name() {
+  return std::is_same<H, smax::bf16>::value ? "bf16" : "fp16";
+}
+
+// Sums to 1 within the outputs' rounding (n half-ulps at most; 2^-7 covers
+// bf16 rows of any length here).
+template <class H>
+std::string half_sum_check(const float* x, const float* y, std::size_t m) {
+  (void)x;
+  const H* h = reinterpret_cast<const H*>(y);
+  double s = 0;
+  for (std::size_t i = 0; i < 2 * m; ++i) {
+    const float v = static_cast<float>(h[i]);
+    if (!std::isfinite(v)) return "non-finite output at " + std::to_string(i);
+    s += v;
+  }
+  if (std::fabs(s - 1.0) > 1.0 / 128) return "outputs sum to " + std::to_string(s);
+  return {};
+}
+
+// Registers "<k.name>/<bf16|fp16>/<isa>/<n>" for n 16-bit elements at 4K,
+// 64K, 1M and 64M: k runs on n/2 floats' slots (the same bytes; k.run gets
+// n/2 and passes half_input<H>(x) on), its roofline is that of the same
+// bytes, and items_per_second counts 16-bit elements.
+template <class H>
+void register_half_sizes(const kernel<float>& k, const std::string& isa, bool route_isa) {
+  const std::string base = k.name + "/" + half_name<H>() + "/" + isa;
+  for (std::size_t n : {std::size_t(4096), std::size_t(65536), std::size_t(1) << 20, std::size_t(64) << 20}) {
+    const std::string full = base + "/" + std::to_string(n);
+    benchmark::RegisterBenchmark(base.c_str(),
+                                 [k, isa, route_isa, n, full](benchmark::State& state) {
+                                   if (route_isa) {
+                                     isa_scope scope(state, isa);
+                                     if (!scope.ok()) return;
+                                     run_kernel(state, k, full, 1, n / 2);
+                                   } else {
+                                     run_kernel(state, k, full, 1, n / 2);
+                                   }
+                                   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(n));
+                                 })
+        ->Arg(static_cast<std::int64_t>(n));
+  }
+}
+
 struct shape {
   std::size_t rows, cols;
 };

@@ -56,30 +56,60 @@ struct dnnl_softmax {
   dnnl::primitive prim;
 };
 
-void dnnl_run(const float* x, float* y, std::size_t rows, std::size_t cols, int threads = 1) {
+void dnnl_run(const void* x, void* y, std::size_t rows, std::size_t cols, int threads = 1,
+              dnnl::memory::data_type type = dnnl::memory::data_type::f32) {
   omp_threads(threads);
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   static dnnl::stream strm(eng);
-  static std::map<std::tuple<std::size_t, std::size_t, int>, std::unique_ptr<dnnl_softmax>> prims;
-  auto& slot = prims[{rows, cols, threads}];
+  static std::map<std::tuple<std::size_t, std::size_t, int, int>, std::unique_ptr<dnnl_softmax>> prims;
+  auto& slot = prims[{rows, cols, threads, static_cast<int>(type)}];
   if (!slot) {
     using dt = dnnl::memory::data_type;
-    const dnnl::memory::desc md({static_cast<dnnl::memory::dim>(rows), static_cast<dnnl::memory::dim>(cols)}, dt::f32,
+    const dnnl::memory::desc md({static_cast<dnnl::memory::dim>(rows), static_cast<dnnl::memory::dim>(cols)}, type,
                                 dnnl::memory::format_tag::ab);
     const dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate, md,
                                            md, 1);
     const dnnl::softmax_v2_forward::primitive_desc pd(d, eng);
-    slot.reset(new dnnl_softmax{dnnl::memory(md, eng, const_cast<float*>(x)), dnnl::memory(md, eng, y),
+    slot.reset(new dnnl_softmax{dnnl::memory(md, eng, const_cast<void*>(x)), dnnl::memory(md, eng, y),
                                 dnnl::softmax_v2_forward(pd)});
   }
   dnnl_softmax& s = *slot;
-  if (s.src.get_data_handle() != x) s.src.set_data_handle(const_cast<float*>(x));
+  if (s.src.get_data_handle() != x) s.src.set_data_handle(const_cast<void*>(x));
   if (s.dst.get_data_handle() != y) s.dst.set_data_handle(y);
   s.prim.execute(strm, {{DNNL_ARG_SRC, s.src}, {DNNL_ARG_DST, s.dst}});
   strm.wait();
 }
 
+// oneDNN's bf16 and f16 softmax beside smax's (bench_half.cpp): the same
+// 16-bit logits, "onednn/softmax16/<bf16|fp16>/native/<n>". A data type this
+// build of oneDNN has no CPU kernel for reports the error and is skipped.
+template <class H>
+void register_onednn_half(dnnl::memory::data_type type) {
+  smax_bench::kernel<float> k;
+  k.name = "onednn/softmax16";
+  k.label = "peer";
+  k.traffic = {3, 2};
+  // The first call (the output check's) catches oneDNN's refusal; the
+  // check then skips the benchmark before any timed call.
+  auto refused = std::make_shared<std::string>();
+  k.run = [type, refused](const float* x, float* y, std::size_t m) {
+    if (!refused->empty()) return;
+    try {
+      dnnl_run(smax_bench::half_input<H>(x), y, 1, 2 * m, 1, type);
+    } catch (const std::exception& e) {
+      *refused = std::string("oneDNN: ") + e.what();
+    }
+  };
+  k.check = [refused](const float* x, const float* y, std::size_t m) -> std::string {
+    if (!refused->empty()) return *refused;
+    return smax_bench::half_sum_check<H>(x, y, m);
+  };
+  smax_bench::register_half_sizes<H>(k, "native", false);
+}
+
 SMAX_BENCH_REGISTER(peer_onednn) {
+  register_onednn_half<smax::bf16>(dnnl::memory::data_type::bf16);
+  register_onednn_half<smax::fp16>(dnnl::memory::data_type::f16);
   smax_bench::kernel<float> k;
   k.name = "onednn/softmax";
   k.label = "peer";

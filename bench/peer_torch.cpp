@@ -23,7 +23,34 @@ void torch_run(const float* x, float* y, std::size_t rows, std::size_t cols) {
   at::_softmax_out(out, in, 1, false);
 }
 
+// libtorch's bf16 / fp16 softmax of the 16-bit logits of bench_half.cpp,
+// "libtorch/softmax16/<bf16|fp16>/native/<n>" (PyTorch widens to float per
+// row inside; the output is 16-bit).
+template <class H>
+void register_torch_half(torch::ScalarType type) {
+  smax_bench::kernel<float> k;
+  k.name = "libtorch/softmax16";
+  k.label = "peer";
+  k.traffic = {3, 2};
+  k.run = [type](const float* x, float* y, std::size_t m) {
+    static const bool single = [] {
+      at::set_num_threads(1);
+      return true;
+    }();
+    (void)single;
+    const auto opts = torch::TensorOptions().dtype(type);
+    const std::vector<int64_t> shape = {1, static_cast<int64_t>(2 * m)};
+    const at::Tensor in = torch::from_blob(const_cast<H*>(smax_bench::half_input<H>(x)), shape, opts);
+    at::Tensor out = torch::from_blob(y, shape, opts);
+    at::_softmax_out(out, in, 1, false);
+  };
+  k.check = smax_bench::half_sum_check<H>;
+  smax_bench::register_half_sizes<H>(k, "native", false);
+}
+
 SMAX_BENCH_REGISTER(peer_libtorch) {
+  register_torch_half<smax::bf16>(torch::kBFloat16);
+  register_torch_half<smax::fp16>(torch::kHalf);
   smax_bench::kernel<float> k;
   k.name = "libtorch/softmax";
   k.label = "peer";

@@ -5,7 +5,7 @@
 # that ISA's flags only (never the whole target's), each instantiating every
 # kernel for its ISA. After it, <target> can call smax::dynamic::* .
 #
-#   x86-64:  avx512 (-mavx512f), avx2 (-mavx2 -mfma), sse2
+#   x86-64:  avx512 (-mavx512f), avx2 (-mavx2 -mfma -mf16c), sse2
 #   aarch64: neon
 #
 # The dispatcher's objects come first on the link line so that any inline
@@ -20,7 +20,7 @@ function(smax_add_dynamic_dispatch target)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$")
     set(isas sse2 avx2 avx512)
     set(flags_sse2 "-msse2")
-    set(flags_avx2 "-mavx2;-mfma")
+    set(flags_avx2 "-mavx2;-mfma;-mf16c")
     set(flags_avx512 "-mavx512f")
   elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
     set(isas neon)

@@ -13,6 +13,10 @@ namespace smax {
 namespace detail {
 namespace {
 
+// The typed and 16-bit lists share one entry shape.
+#define SMAX_TYPED_ENTRY(ret, field, name, params, args) \
+  t.field = +[] params -> ret { return smax::name(Arch{}, SMAX_EXPAND args); };
+
 template <class Arch, class T>
 kernel_table<T> make_table() noexcept {
   kernel_table<T> t{};
@@ -24,12 +28,17 @@ kernel_table<T> make_table() noexcept {
   t.batched_##name = +[] params { return smax::name(Arch{}, SMAX_EXPAND args); };
   SMAX_BATCHED_FUNCTIONS(T, SMAX_BATCHED_ENTRY)
 #undef SMAX_BATCHED_ENTRY
-#define SMAX_TYPED_ENTRY(ret, field, name, params, args) \
-  t.field = +[] params -> ret { return smax::name(Arch{}, SMAX_EXPAND args); };
   SMAX_TYPED_FUNCTIONS(T, SMAX_TYPED_ENTRY)
-#undef SMAX_TYPED_ENTRY
   return t;
 }
+
+template <class Arch, class H>
+half_table<H> make_half_table() noexcept {
+  half_table<H> t{};
+  SMAX_HALF_FUNCTIONS(H, SMAX_TYPED_ENTRY)
+  return t;
+}
+#undef SMAX_TYPED_ENTRY
 
 }  // namespace
 
@@ -47,7 +56,8 @@ namespace current_isa = SMAX_CAT(isa_, SMAX_DYNAMIC_ISA);
 
 const isa_tables& SMAX_CAT(tables_, SMAX_DYNAMIC_ISA)() noexcept {
   using Arch = current_isa::selected;
-  static const isa_tables t{current_isa::name, make_table<Arch, float>(), make_table<Arch, double>()};
+  static const isa_tables t{current_isa::name, make_table<Arch, float>(), make_table<Arch, double>(),
+                              make_half_table<Arch, bf16>(), make_half_table<Arch, fp16>()};
   return t;
 }
 

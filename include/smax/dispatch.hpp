@@ -13,6 +13,7 @@
 #include "attention.hpp"
 #include "losses.hpp"
 #include "sampling.hpp"
+#include "half.hpp"
 
 // X(name, parameter list, argument list) for element type T.
 #define SMAX_FUNCTIONS(T, X)                                                  \
@@ -109,11 +110,29 @@
     (const T* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset),              \
     (logits, n, s, seed, offset))
 
+// The 16-bit forms (H = bf16, fp16), in the SMAX_TYPED_FUNCTIONS shape.
+#define SMAX_HALF_FUNCTIONS(H, X)                                                                                \
+  X(void, softmax, softmax, (const H* x, H* y, std::size_t n, algorithm a), (x, y, n, a))                       \
+  X(void, softmax_to_f32, softmax, (const H* x, float* y, std::size_t n, algorithm a), (x, y, n, a))            \
+  X(void, log_softmax, log_softmax, (const H* x, H* y, std::size_t n), (x, y, n))                               \
+  X(void, log_softmax_to_f32, log_softmax, (const H* x, float* y, std::size_t n), (x, y, n))                    \
+  X(void, batched_softmax, softmax, (matrix_view<const H> x, matrix_view<H> y, algorithm a, executor* ex),       \
+    (x, y, a, ex))                                                                                               \
+  X(void, batched_softmax_to_f32, softmax,                                                                       \
+    (matrix_view<const H> x, matrix_view<float> y, algorithm a, executor* ex), (x, y, a, ex))                    \
+  X(void, batched_log_softmax, log_softmax, (matrix_view<const H> x, matrix_view<H> y, executor* ex),           \
+    (x, y, ex))                                                                                                  \
+  X(void, batched_log_softmax_to_f32, log_softmax, (matrix_view<const H> x, matrix_view<float> y, executor* ex), \
+    (x, y, ex))                                                                                                  \
+  X(void, widen, convert, (const H* src, float* dst, std::size_t n), (src, dst, n))                             \
+  X(void, narrow, convert, (const float* src, H* dst, std::size_t n), (src, dst, n))
+
 // X(name, xsimd arch tag, CPU check): best first; the last is the baseline.
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #define SMAX_ISAS(X)                                                                    \
   X(avx512, xsimd::avx512f, xsimd::available_architectures().best >= xsimd::avx512f::version()) \
-  X(avx2, xsimd::fma3<xsimd::avx2>, xsimd::available_architectures().best >= xsimd::fma3<xsimd::avx2>::version()) \
+  X(avx2, xsimd::fma3<xsimd::avx2>,                                                     \
+    xsimd::available_architectures().best >= xsimd::fma3<xsimd::avx2>::version() && smax::detail::cpu_has_f16c()) \
   X(sse2, xsimd::sse2, true)
 #elif defined(__aarch64__)
 #define SMAX_ISAS(X) X(neon, xsimd::neon64, true)
@@ -125,6 +144,27 @@
 
 namespace smax {
 namespace detail {
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+// The avx2 TU is compiled with -mf16c (fp16 conversions); every AVX2 CPU
+// known has F16C, but the check is one CPUID (leaf 1, ECX bit 29).
+inline bool cpu_has_f16c() noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  unsigned a, b, c, d;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+  return (c >> 29) & 1u;
+#else
+  return true;
+#endif
+}
+#endif
+
+template <class H>
+struct half_table {
+#define SMAX_HALF_FIELD(ret, field, name, params, args) ret(*field) params;
+  SMAX_HALF_FUNCTIONS(H, SMAX_HALF_FIELD)
+#undef SMAX_HALF_FIELD
+};
 
 template <class T>
 struct kernel_table {
@@ -143,6 +183,8 @@ struct isa_tables {
   const char* name;
   kernel_table<float> f32;
   kernel_table<double> f64;
+  half_table<bf16> b16;
+  half_table<fp16> h16;
 };
 
 // Defined in the per-ISA translation unit of each ISA compiled in.

@@ -16,6 +16,7 @@
 #include "attention.hpp"
 #include "losses.hpp"
 #include "config.hpp"
+#include "half.hpp"
 #include "sampling.hpp"
 #include "multimax_params.hpp"
 
@@ -35,6 +36,25 @@ void softmax(const float* x, float* y, std::size_t n, algorithm a = algorithm::a
 void softmax(const double* x, double* y, std::size_t n, algorithm a = algorithm::automatic);
 void log_softmax(const float* x, float* y, std::size_t n);
 void log_softmax(const double* x, double* y, std::size_t n);
+
+// 16-bit logits (see smax.hpp, "16-bit logits"): bf16 or fp16 x, y of the
+// same type or float; single rows and batched; and the bulk conversions.
+#define SMAX_DYNAMIC_HALF(H)                                                                                  \
+  void softmax(const H* x, H* y, std::size_t n, algorithm a = algorithm::automatic);                          \
+  void softmax(const H* x, float* y, std::size_t n, algorithm a = algorithm::automatic);                      \
+  void log_softmax(const H* x, H* y, std::size_t n);                                                          \
+  void log_softmax(const H* x, float* y, std::size_t n);                                                      \
+  void softmax(matrix_view<const H> x, matrix_view<H> y, algorithm a = algorithm::automatic,                  \
+               executor* ex = nullptr);                                                                       \
+  void softmax(matrix_view<const H> x, matrix_view<float> y, algorithm a = algorithm::automatic,              \
+               executor* ex = nullptr);                                                                       \
+  void log_softmax(matrix_view<const H> x, matrix_view<H> y, executor* ex = nullptr);                         \
+  void log_softmax(matrix_view<const H> x, matrix_view<float> y, executor* ex = nullptr);                     \
+  void convert(const H* src, float* dst, std::size_t n);                                                      \
+  void convert(const float* src, H* dst, std::size_t n);
+SMAX_DYNAMIC_HALF(bf16)
+SMAX_DYNAMIC_HALF(fp16)
+#undef SMAX_DYNAMIC_HALF
 
 // Sparse family (see smax.hpp): entmax_bisect and entmax_backward throw
 // std::invalid_argument for a bad alpha or n_iter.

@@ -10,7 +10,8 @@
 //   smax::dynamic::softmax(x, y, n)         the best ISA the CPU has among those
 //                                           compiled in: see smax/dynamic.hpp
 //
-// for T = float and double. x and y may be the same pointer (in place); no
+// for T = float and double (softmax and log_softmax also take bf16 / fp16
+// logits: "16-bit logits" below, docs/half.md). x and y may be the same pointer (in place); no
 // alignment is needed; n may be any size, 0 included (nothing is read or
 // written). Overlapping but unequal x and y is undefined.
 //
@@ -39,6 +40,7 @@
 #include "losses.hpp"
 #include "seeds.hpp"
 #include "softmax.hpp"
+#include "softmax_half.hpp"
 #include "softpick.hpp"
 #include "sparse.hpp"
 #include "ssmax.hpp"
@@ -398,6 +400,70 @@ void log_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, executor* ex = nullptr) {
   log_softmax(DefaultArch{}, x, y, ex);
+}
+
+// --------------------------------------------------- 16-bit logits (bf16, fp16) --
+// (kernels: softmax_half.hpp, types: half.hpp) softmax and log_softmax of
+// bf16 or fp16 x, to y of the same type or to float y. Computed and summed in
+// float (double across blocks), each output rounded once (round to nearest
+// even): a 16-bit output is within one 16-bit ulp of the exact result of the
+// 16-bit inputs (fp16 outputs below 2^-14: within 2^-24), a float output
+// within the float contract above. Special values as for float; fp16's
+// largest finite 65504 and bf16's ~3.4e38 never give inf or NaN. `a` as for
+// float, except that a 16-bit row longer than 2048 elements runs two_pass
+// for automatic, two_pass and online (reads 2n, writes n: the 16-bit
+// roofline) and the recompute form for both three_pass variants.
+template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
+void softmax(A, const H* x, Y* y, std::size_t n, algorithm a = algorithm::automatic) {
+  detail::softmax_half<A>(x, y, n, a, false);
+}
+template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
+void softmax(const H* x, Y* y, std::size_t n, algorithm a = algorithm::automatic) {
+  softmax(DefaultArch{}, x, y, n, a);
+}
+template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
+void log_softmax(A, const H* x, Y* y, std::size_t n) {
+  detail::softmax_half<A>(x, y, n, algorithm::automatic, true);
+}
+template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
+void log_softmax(const H* x, Y* y, std::size_t n) {
+  log_softmax(DefaultArch{}, x, y, n);
+}
+
+// Batched 16-bit rows, as the float batched forms (any executor, same bits):
+// x and y of one 16-bit type, or x 16-bit (a matrix_view<const bf16>, say)
+// and y float. Rows run whole (no long-row split).
+template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
+void softmax(A, matrix_view<const H> x, matrix_view<Y> y, algorithm a = algorithm::automatic, executor* ex = nullptr) {
+  detail::check_shapes("smax::softmax", x, y);
+  detail::for_each_row(x, y, detail::default_executor(ex),
+                       [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, a, false); });
+}
+template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
+void softmax(matrix_view<const H> x, matrix_view<Y> y, algorithm a = algorithm::automatic, executor* ex = nullptr) {
+  softmax(DefaultArch{}, x, y, a, ex);
+}
+template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
+void log_softmax(A, matrix_view<const H> x, matrix_view<Y> y, executor* ex = nullptr) {
+  detail::check_shapes("smax::log_softmax", x, y);
+  detail::for_each_row(x, y, detail::default_executor(ex),
+                       [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, algorithm::automatic, true); });
+}
+template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
+void log_softmax(matrix_view<const H> x, matrix_view<Y> y, executor* ex = nullptr) {
+  log_softmax(DefaultArch{}, x, y, ex);
+}
+
+// Bulk conversion between float and bf16/fp16 (either direction), each value
+// rounded to nearest even (NaN stays NaN; fp16 overflows to inf beyond 65504
+// as IEEE rounding says). src and dst must not overlap.
+template <class A, class S, class D, class = detail::enable_if_arch_t<A>, class = detail::enable_if_convert_t<S, D>>
+void convert(A, const S* src, D* dst, std::size_t n) {
+  detail::convert<A>(src, dst, n);
+}
+template <class S, class D, class = detail::enable_if_convert_t<S, D>, class DefaultArch = xsimd::default_arch>
+void convert(const S* src, D* dst, std::size_t n) {
+  convert(DefaultArch{}, src, dst, n);
 }
 
 // ------------------------------------------- batched: the rest of the family --

@@ -1,0 +1,46 @@
+// softmax and log_softmax of bf16 and fp16 logits, beside the f32 kernels of
+// bench_softmax.cpp: "softmax16/<algo>/<bf16|fp16>/<isa>/<n>" with n 16-bit
+// elements. A 16-bit array of n elements lies in the float slots of n/2
+// elements (the same bytes, rotated the same way), so vs_roofline is against
+// the 16-bit roofline: rw2 over 2n bytes (two reads and one write of 16-bit
+// data). items_per_second counts 16-bit elements.
+#include <smax/dynamic.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+using smax::algorithm;
+using smax::bf16;
+using smax::fp16;
+
+template <class H>
+void register_half(const char* name, smax_bench::mem_traffic traffic,
+                   std::function<void(const H*, H*, std::size_t)> run, bool sums_to_one) {
+  smax_bench::kernel<float> k;
+  k.name = name;
+  k.traffic = traffic;
+  k.run = [run](const float* x, float* y, std::size_t m) { run(smax_bench::half_input<H>(x), reinterpret_cast<H*>(y), 2 * m); };
+  if (sums_to_one) k.check = smax_bench::half_sum_check<H>;
+  for (const std::string& isa : smax_bench::compiled_isas()) smax_bench::register_half_sizes<H>(k, isa, true);
+}
+
+template <class H>
+void register_type() {
+  register_half<H>("softmax16/automatic", {2, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::softmax(x, y, n); }, true);
+  register_half<H>("softmax16/three_pass_recompute", {3, 1},
+                   [](const H* x, H* y, std::size_t n) {
+                     smax::dynamic::softmax(x, y, n, algorithm::three_pass_recompute);
+                   },
+                   true);
+  register_half<H>("log_softmax16", {3, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::log_softmax(x, y, n); },
+                   false);
+}
+
+SMAX_BENCH_REGISTER(half) {
+  register_type<bf16>();
+  register_type<fp16>();
+}
+
+}  // namespace

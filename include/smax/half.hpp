@@ -1,0 +1,254 @@
+// smax — the 16-bit storage types bf16 and fp16, their exact conversions to
+// and from float, and the vector load-widen / narrow-store helpers the 16-bit
+// kernels are built on. Everything is computed in float; a 16-bit value is
+// only ever a storage format.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "config.hpp"
+
+#if defined(__SSE2__) || defined(__AVX__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+namespace smax {
+namespace detail {
+
+SMAX_INLINE std::uint32_t float_bits(float f) noexcept {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+SMAX_INLINE float bits_float(std::uint32_t u) noexcept {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// float -> bfloat16, round to nearest even; a NaN stays a (quiet) NaN.
+constexpr std::uint16_t bf16_from_bits(std::uint32_t u) noexcept {
+  return (u & 0x7fffffffu) > 0x7f800000u ? static_cast<std::uint16_t>((u >> 16) | 0x0040u)
+                                         : static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// float -> IEEE binary16, round to nearest even (subnormal results too,
+// overflow to inf); a NaN stays a quiet NaN with its top payload bits.
+// Integer arithmetic only: no floating-point operation, so no subnormal is
+// ever formed and the FP environment does not matter.
+constexpr std::uint16_t fp16_from_bits(std::uint32_t u) noexcept {
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const std::uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: inf (or inf itself)
+  if (a >= 0x38800000u) {  // >= 2^-14: a normal binary16
+    const std::uint32_t v = a - 0x38000000u;  // exponent rebiased by 127 - 15
+    return static_cast<std::uint16_t>(sign | ((v + 0xfffu + ((v >> 13) & 1u)) >> 13));
+  }
+  // Below 2^-14: a multiple of 2^-24 (or 0). The value is mant 2^(e - 150);
+  // in units of 2^-24 that is mant >> (126 - e), rounded to even.
+  const std::uint32_t e = a >> 23;
+  if (e < 102) return static_cast<std::uint16_t>(sign);  // < 2^-25 (a tie at 2^-25 goes to 0 too)
+  const std::uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+  const std::uint32_t shift = 126 - e;  // 14 .. 24
+  const std::uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+  return static_cast<std::uint16_t>(sign | (q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u)));
+}
+
+// binary16 -> float bits, exact (a subnormal binary16 is a normal float).
+constexpr std::uint32_t fp16_to_bits(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return sign | 0x7f800000u | (m << 13);
+  if (e != 0) return sign | ((e + 112) << 23) | (m << 13);
+  if (m == 0) return sign;
+  // m 2^-24 with m < 2^10: normalise m (shift its top bit to bit 10).
+  std::uint32_t s = 0;
+  while (!(m & (0x400u >> s))) ++s;  // s = 1 .. 10
+  return sign | ((113 - s) << 23) | (((m << s) & 0x3ffu) << 13);
+}
+
+}  // namespace detail
+
+// bfloat16: the upper 16 bits of an IEEE binary32. Layout-compatible with
+// std::uint16_t (PyTorch's at::BFloat16, numpy's ml_dtypes.bfloat16).
+struct bf16 {
+  std::uint16_t bits;
+  bf16() = default;
+  explicit bf16(float f) noexcept : bits(detail::bf16_from_bits(detail::float_bits(f))) {}
+  explicit operator float() const noexcept { return detail::bits_float(static_cast<std::uint32_t>(bits) << 16); }
+  static constexpr bf16 from_bits(std::uint16_t b) noexcept {
+    bf16 h{};
+    h.bits = b;
+    return h;
+  }
+};
+
+// IEEE binary16 (largest finite 65504). Layout-compatible with std::uint16_t
+// (PyTorch's at::Half, numpy's float16, ggml's ggml_fp16_t).
+struct fp16 {
+  std::uint16_t bits;
+  fp16() = default;
+  explicit fp16(float f) noexcept : bits(detail::fp16_from_bits(detail::float_bits(f))) {}
+  explicit operator float() const noexcept { return detail::bits_float(detail::fp16_to_bits(bits)); }
+  static constexpr fp16 from_bits(std::uint16_t b) noexcept {
+    fp16 h{};
+    h.bits = b;
+    return h;
+  }
+};
+
+static_assert(sizeof(bf16) == 2 && sizeof(fp16) == 2, "16-bit storage types must be 2 bytes");
+static_assert(std::is_trivially_copyable<bf16>::value && std::is_trivially_copyable<fp16>::value,
+              "16-bit storage types must be trivially copyable");
+static_assert(std::is_standard_layout<bf16>::value && std::is_standard_layout<fp16>::value,
+              "16-bit storage types must be layout-compatible with std::uint16_t");
+
+namespace detail {
+
+template <class H>
+constexpr bool is_half_v = std::is_same<H, bf16>::value || std::is_same<H, fp16>::value;
+template <class H>
+using enable_if_half_t = std::enable_if_t<is_half_v<H>>;
+// 16-bit x, y of the same type or float.
+template <class H, class Y>
+using enable_if_half_out_t = std::enable_if_t<is_half_v<H> && (std::is_same<Y, H>::value || std::is_same<Y, float>::value)>;
+// float to 16-bit, or 16-bit to float.
+template <class S, class D>
+using enable_if_convert_t = std::enable_if_t<(std::is_same<S, float>::value && is_half_v<D>) ||
+                                             (is_half_v<S> && std::is_same<D, float>::value)>;
+
+SMAX_INLINE float to_float(bf16 h) noexcept { return static_cast<float>(h); }
+SMAX_INLINE float to_float(fp16 h) noexcept { return static_cast<float>(h); }
+SMAX_INLINE float to_float(float f) noexcept { return f; }
+template <class Y>
+SMAX_INLINE Y from_float(float f) noexcept {
+  return Y(f);
+}
+
+// The vector helpers: W = batch<float, A>::size 16-bit values at p widened
+// to a float batch, and a float batch rounded (RNE) and stored as W 16-bit
+// values. x86 AVX-512F and F16C (compiled in with the avx2 TU's -mf16c)
+// convert binary16 in hardware, NEON too; bfloat16 is a shift on load and
+// integer rounding on store everywhere. Other ISAs (SSE2) go lane by lane
+// through the exact scalar conversions above.
+template <class A, class H>
+SMAX_INLINE xsimd::batch<float, A> widen(const H* p) noexcept {
+  using B = xsimd::batch<float, A>;
+  constexpr bool bf = std::is_same<H, bf16>::value;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of<xsimd::avx512f, A>::value) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (bf) return B(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+    else return B(_mm512_cvtph_ps(h));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of<xsimd::avx2, A>::value) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (bf) return B(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+#if defined(__F16C__)
+    else return B(_mm256_cvtph_ps(h));
+#endif
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (bf && std::is_base_of<xsimd::sse2, A>::value && B::size == 4) {
+    const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    return B(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h)));
+  }
+#endif
+#if defined(__aarch64__)
+  if constexpr (std::is_base_of<xsimd::neon64, A>::value) {
+    const uint16x4_t h = vld1_u16(reinterpret_cast<const std::uint16_t*>(p));
+    if constexpr (bf) return B(vreinterpretq_f32_u32(vshll_n_u16(h, 16)));
+    else return B(vcvt_f32_f16(vreinterpret_f16_u16(h)));
+  }
+#endif
+  alignas(64) float buf[B::size];
+  for (std::size_t i = 0; i < B::size; ++i) buf[i] = to_float(p[i]);
+  return B::load_aligned(buf);
+}
+
+template <class A>
+SMAX_INLINE xsimd::batch<std::uint32_t, A> bf16_round_bits(xsimd::batch<float, A> v) noexcept {
+  using U = xsimd::batch<std::uint32_t, A>;
+  const U u = xsimd::bitwise_cast<U>(v);
+  const U rounded = (u + U(0x7fffu) + ((u >> 16) & U(1u))) >> 16;
+  const U quiet = (u >> 16) | U(0x40u);
+  return xsimd::select((u & U(0x7fffffffu)) > U(0x7f800000u), quiet, rounded);
+}
+
+template <class A, class H>
+SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
+  using B = xsimd::batch<float, A>;
+  constexpr bool bf = std::is_same<H, bf16>::value;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of<xsimd::avx512f, A>::value) {
+    __m256i h;
+    if constexpr (bf) h = _mm512_cvtepi32_epi16(bf16_round_bits<A>(v));
+    else h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of<xsimd::avx2, A>::value) {
+    if constexpr (bf) {
+      const __m256i r = bf16_round_bits<A>(v);  // each lane < 2^16: packus is exact
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+      return _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+    }
+#if defined(__F16C__)
+    else return _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+#endif
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (bf && std::is_base_of<xsimd::sse2, A>::value && B::size == 4) {
+    // sign-extend each 16-bit result so that the signed pack keeps it
+    const __m128i r = _mm_srai_epi32(_mm_slli_epi32(bf16_round_bits<A>(v), 16), 16);
+    return _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi32(r, r));
+  }
+#endif
+#if defined(__aarch64__)
+  if constexpr (std::is_base_of<xsimd::neon64, A>::value) {
+    if constexpr (bf) return vst1_u16(reinterpret_cast<std::uint16_t*>(p), vmovn_u32(bf16_round_bits<A>(v)));
+    else return vst1_u16(reinterpret_cast<std::uint16_t*>(p), vreinterpret_u16_f16(vcvt_f16_f32(v)));
+  }
+#endif
+  alignas(64) float buf[B::size];
+  v.store_aligned(buf);
+  for (std::size_t i = 0; i < B::size; ++i) p[i] = H(buf[i]);
+}
+
+// Widens src[0..n) into the float buffer dst (same for float sources: a
+// copy), and narrows back. The staging the 16-bit kernels run on.
+template <class A, class H>
+SMAX_INLINE void widen_block(const H* src, float* dst, std::size_t n) noexcept {
+  if constexpr (std::is_same<H, float>::value) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else {
+    constexpr std::size_t W = xsimd::batch<float, A>::size;
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) widen<A>(src + i).store_unaligned(dst + i);
+    for (; i < n; ++i) dst[i] = to_float(src[i]);
+  }
+}
+template <class A, class H>
+SMAX_INLINE void narrow_block(const float* src, H* dst, std::size_t n) noexcept {
+  if constexpr (std::is_same<H, float>::value) {
+    if (dst != src) std::memcpy(dst, src, n * sizeof(float));
+  } else {
+    constexpr std::size_t W = xsimd::batch<float, A>::size;
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) narrow<A>(dst + i, xsimd::batch<float, A>::load_unaligned(src + i));
+    for (; i < n; ++i) dst[i] = H(src[i]);
+  }
+}
+
+}  // namespace detail
+}  // namespace smax

@@ -1,0 +1,260 @@
+// smax — softmax and log_softmax of 16-bit logits (bf16, fp16), to 16-bit or
+// float outputs. The float kernels of softmax.hpp run unchanged on blocks
+// widened into an L1 buffer; the final pass widens, computes and rounds each
+// output once, straight from x to y. The sums are float per block and double
+// across blocks; no 16-bit value is ever an intermediate.
+//
+//   n <= half_block   widen the row, the float kernel in place, narrow
+//   two_pass, online, automatic (longer rows):
+//                     pass 1: two_pass_sum per block, (s, Emax) merged in
+//                     double; pass 2: y = e^x 2^-Emax / s. Reads 2n, writes n
+//                     of 16-bit data: the 16-bit rw2 roofline.
+//   three_pass_* (or anything pass 1 cannot take: NaN, inf, |x| beyond the
+//                     single-pass range, a block with no weight), and
+//                     log_softmax at any n: max; sum; write (recompute).
+//                     Reads 3n, writes n.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "half.hpp"
+#include "softmax.hpp"
+
+namespace smax {
+namespace detail {
+
+// Elements staged per block: 8 KiB of float, in L1 beside the exp's
+// constants on every core smax targets.
+constexpr std::size_t half_block = 2048;
+
+// softmax_nonfinite for 16-bit x (see softmax.hpp): NaN -> all NaN, +inf
+// entries share the mass, all -inf -> 0 (log: -inf).
+template <class H, class Y>
+void softmax_nonfinite_half(const H* x, Y* y, std::size_t n, bool log) noexcept {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  std::size_t n_posinf = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = to_float(x[i]);
+    if (v != v) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
+    n_posinf += (v == inf);
+  }
+  const Y rest = from_float<Y>(log ? -inf : 0.0f);
+  if (n_posinf == 0) return fill(y, n, rest);
+  const Y share = from_float<Y>(log ? static_cast<float>(-std::log(static_cast<double>(n_posinf)))
+                                    : static_cast<float>(1.0 / static_cast<double>(n_posinf)));
+  for (std::size_t i = 0; i < n; ++i) y[i] = (to_float(x[i]) == inf) ? share : rest;
+}
+
+// Prefetches the lines of 4 vectors' worth of 16-bit values at p (the
+// bytes of 2 float vectors), prefetch_bytes<A> ahead.
+template <class A, class H>
+SMAX_INLINE void prefetch_half(const H* p) noexcept {
+  static_assert(sizeof(H) == 2, "16-bit types only");
+  prefetch_ahead<A, 2>(reinterpret_cast<const float*>(p));
+}
+
+template <class A, class Y>
+SMAX_INLINE void put_float(Y* p, xsimd::batch<float, A> v) noexcept {
+  if constexpr (std::is_same<Y, float>::value)
+    v.store_unaligned(p);
+  else
+    narrow<A>(p, v);
+}
+
+// y[i] = f(float(x[i])), rounded once to Y. x == y allowed (H == Y): every
+// load of an iteration (or of a streamed chunk) comes before its stores.
+template <class A, class H, class Y, class F>
+SMAX_INLINE void map_half_plain(const H* x, Y* y, std::size_t n, F& f, bool far) noexcept {
+  using B = xsimd::batch<float, A>;
+  constexpr std::size_t W = B::size;
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    if (far) prefetch_half<A>(x + i);
+    B v[4];
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + u * W);
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) put_float<A>(y + i + u * W, f(v[u]));
+  }
+  for (; i + W <= n; i += W) put_float<A>(y + i, f(widen<A>(x + i)));
+  if (i < n) {
+    alignas(64) H in[W] = {};
+    alignas(64) Y out[W];
+    std::memcpy(in, x + i, (n - i) * sizeof(H));
+    put_float<A>(out, f(widen<A>(in)));
+    std::memcpy(y + i, out, (n - i) * sizeof(Y));
+  }
+}
+
+template <class A, class H, class Y, class F>
+SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f) noexcept {
+  using B = xsimd::batch<float, A>;
+  constexpr std::size_t W = B::size;
+  const bool far = n * sizeof(H) >= prefetch_min_bytes;
+  if constexpr (has_stream_v<A>) {
+    // Large outputs: non-temporal stores of whole vectors (no read for
+    // ownership), through a chunk staged in L1 as map<A, staged> does.
+    constexpr std::size_t align = W * sizeof(float);
+    const auto addr = reinterpret_cast<std::uintptr_t>(y);
+    if (n * sizeof(Y) >= stream_min_bytes && addr % sizeof(Y) == 0) {
+      const std::size_t head = ((align - addr % align) % align) / sizeof(Y);
+      constexpr std::size_t C = stream_chunk_bytes / sizeof(Y);
+      static_assert(C % (4 * W) == 0, "a chunk must be whole iterations");
+      map_half_plain<A>(x, y, head, f, false);
+      std::size_t i = head;
+      alignas(64) Y stage[C];
+      for (; i + C <= n; i += C) {
+        for (std::size_t k = 0; k < C; k += 4 * W) {
+          prefetch_half<A>(x + i + k);
+          B v[4];
+#pragma GCC unroll 4
+          for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + k + u * W);
+#pragma GCC unroll 4
+          for (std::size_t u = 0; u < 4; ++u) put_float<A>(stage + k + u * W, f(v[u]));
+        }
+        const float* s = reinterpret_cast<const float*>(stage);
+        float* d = reinterpret_cast<float*>(y + i);
+#pragma GCC unroll 16
+        for (std::size_t b = 0; b < C * sizeof(Y) / sizeof(float); b += W) store_stream<A>(d + b, B::load_aligned(s + b));
+      }
+      stream_fence<A>();
+      return map_half_plain<A>(x + i, y + i, n - i, f, false);
+    }
+  }
+  map_half_plain<A>(x, y, n, f, far);
+}
+
+// Calls g(block, offset, length) for x widened a block at a time.
+template <class A, class H, class G>
+SMAX_INLINE void for_each_widened(const H* x, std::size_t n, G&& g) noexcept {
+  using B = xsimd::batch<float, A>;
+  constexpr std::size_t W = B::size;
+  const bool far = n * sizeof(H) >= prefetch_min_bytes;
+  alignas(64) float buf[half_block];
+  for (std::size_t o = 0; o < n; o += half_block) {
+    const std::size_t len = std::min(half_block, n - o);
+    const H* p = x + o;
+    std::size_t i = 0;
+    for (; i + 4 * W <= len; i += 4 * W) {
+      if (far) prefetch_half<A>(p + i);
+#pragma GCC unroll 4
+      for (std::size_t u = 0; u < 4; ++u) widen<A>(p + i + u * W).store_aligned(buf + i + u * W);
+    }
+    for (; i < len; ++i) buf[i] = to_float(p[i]);
+    if (!g(static_cast<const float*>(buf), o, len)) return;
+  }
+}
+
+// Two-pass over blocks; false (nothing written) when pass 1 cannot take x.
+template <class A, class H, class Y>
+bool softmax_half_two_pass(const H* x, Y* y, std::size_t n) noexcept {
+  double S = 0;
+  float Emax = 0;
+  bool ok = true, first = true;
+  for_each_widened<A>(x, n, [&](const float* b, std::size_t, std::size_t len) {
+    double s;
+    float E;
+    if (!two_pass_sum<A>(b, len, s, E)) return ok = false;
+    // Each block's sum is sum(e^x 2^-E); rescaling by a power of two in
+    // double is exact (|E - Emax| < 2^9).
+    if (first || E > Emax) {
+      S = first ? s : std::ldexp(S, static_cast<int>(Emax - E)) + s;
+      Emax = E;
+      first = false;
+    } else {
+      S += std::ldexp(s, static_cast<int>(E - Emax));
+    }
+    return true;
+  });
+  if (!ok || !(S > 0 && S < std::numeric_limits<double>::infinity())) return false;
+  map_half<A>(x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / S)));
+  return true;
+}
+
+// Max, sum, write over blocks (softmax_three_pass / log_softmax of
+// softmax.hpp, recompute form).
+template <class A, class H, class Y>
+void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept {
+  using B = xsimd::batch<float, A>;
+  float m = -std::numeric_limits<float>::infinity();
+  for_each_widened<A>(x, n, [&](const float* b, std::size_t, std::size_t len) {
+    const float bm = reduce_max<A>(b, len);
+    m = (bm != bm) ? bm : std::max(m, bm);
+    return m == m;
+  });
+  if (!is_finite(m)) return softmax_nonfinite_half(x, y, n, log);
+  const auto sum = [&](auto&& f) {
+    double s = 0;
+    for_each_widened<A>(x, n, [&](const float* b, std::size_t, std::size_t len) {
+      s += sum_map<A>(b, static_cast<float*>(nullptr), len, f);
+      return true;
+    });
+    return s;
+  };
+  const B mb(m);
+  // log: lse = log(c + s') with c the count of entries equal to m (each a
+  // term of exactly 1) and s' the sum of the other terms, so that lse keeps
+  // its relative precision when it is tiny (a 16-bit output near 0 has a
+  // tiny ulp: the float kernels' log(s) - r carries ~1e-7 absolute there).
+  const auto write_log = [&](auto&& f, double scale_rest) {
+    double c = 0;
+    const double rest = sum([&](B v) { return xsimd::select(v == mb, B(0.0f), f(v)); }) * scale_rest;
+    for_each_widened<A>(x, n, [&](const float* b, std::size_t, std::size_t len) {
+      c += sum_map<A>(b, static_cast<float*>(nullptr), len, [&](B v) { return xsimd::select(v == mb, B(1.0f), B(0.0f)); });
+      return true;
+    });
+    if (!(rest == rest)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
+    const B lb(static_cast<float>(std::log(c) + std::log1p(rest / c)));
+    map_half<A>(x, y, n, [&](B v) { return (v - mb) - lb; });
+  };
+  if (use_split(m)) {
+    double r;
+    const float E = ref_exponent(m, r);
+    const float lo = clamp_floor(m);
+    // terms e^x 2^-E = e^(x - m) e^r
+    if (log) return write_log(exp_ref<A, float>(lo, E, 1.0f), std::exp(-r));
+    const double s = sum(exp_ref<A, float>(lo, E, 1.0f));
+    if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
+    map_half<A>(x, y, n, exp_ref<A, float>(lo, E, static_cast<float>(1.0 / s)));
+  } else {
+    const shifted_exp<A, float, false> ex(m);
+    if (log) return write_log(ex, 1.0);
+    const double s = sum(ex);
+    if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
+    map_half<A>(x, y, n, scaled_shifted_exp<A, float, false>(ex, static_cast<float>(1.0 / s)));
+  }
+}
+
+template <class A, class H, class Y>
+void softmax_half(const H* x, Y* y, std::size_t n, algorithm a, bool log) noexcept {
+  if (n == 0) return;
+  if (n <= half_block && !log) {
+    alignas(64) float buf[half_block];
+    widen_block<A>(x, buf, n);
+    detail::softmax<A>(buf, buf, n, a);
+    return narrow_block<A>(buf, y, n);
+  }
+  const bool single = a == algorithm::automatic || a == algorithm::two_pass || a == algorithm::online;
+  if (!log && single && softmax_half_two_pass<A>(x, y, n)) return;
+  softmax_half_three_pass<A>(x, y, n, log);
+}
+
+// Bulk conversions (smax::convert): float <-> 16-bit, or 16-bit -> float.
+template <class A, class S, class D>
+void convert(const S* src, D* dst, std::size_t n) noexcept {
+  using B = xsimd::batch<float, A>;
+  constexpr std::size_t W = B::size;
+  const std::size_t body = n - n % W;
+  for (std::size_t i = 0; i < body; i += W) {
+    if constexpr (std::is_same<S, float>::value)
+      narrow<A>(dst + i, B::load_unaligned(src + i));
+    else
+      widen<A>(src + i).store_unaligned(dst + i);
+  }
+  for (std::size_t i = body; i < n; ++i) dst[i] = from_float<D>(to_float(src[i]));
+}
+
+}  // namespace detail
+}  // namespace smax

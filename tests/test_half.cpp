@@ -1,0 +1,447 @@
+// bf16 and fp16: the conversions (every bit pattern, every rounding
+// midpoint, against an exact reference) and softmax / log_softmax of 16-bit
+// logits (within one 16-bit ulp of the exact result of the 16-bit inputs, or
+// the float contract for float outputs), on every ISA compiled in.
+#include <smax/dynamic.hpp>
+#include <smax/parallel.hpp>
+
+#include "common.hpp"
+
+namespace {
+
+using smax::bf16;
+using smax::fp16;
+using smax_test::isas;
+using smax_test::use_isa;
+
+template <class H>
+struct format;
+template <>
+struct format<bf16> {
+  static constexpr int digits = 8;          // significand bits, the implicit one included
+  static constexpr int min_exponent = -126; // of the smallest normal
+  static constexpr long double max_finite = 0x1.fep127L;
+  static const char* name() { return "bf16"; }
+};
+template <>
+struct format<fp16> {
+  static constexpr int digits = 11;
+  static constexpr int min_exponent = -14;
+  static constexpr long double max_finite = 65504.0L;
+  static const char* name() { return "fp16"; }
+};
+
+// The value of bit pattern b, decoded from its fields (independent of the
+// library's conversions).
+template <class H>
+long double decode(std::uint16_t b) {
+  constexpr int mbits = format<H>::digits - 1;
+  constexpr int ebits = 15 - mbits;
+  constexpr int bias = (1 << (ebits - 1)) - 1;
+  const int e = (b >> mbits) & ((1 << ebits) - 1);
+  const long double m = b & ((1u << mbits) - 1);
+  const long double sign = (b & 0x8000) ? -1.0L : 1.0L;
+  if (e == (1 << ebits) - 1) return m != 0 ? std::numeric_limits<long double>::quiet_NaN()
+                                           : sign * std::numeric_limits<long double>::infinity();
+  if (e == 0) return sign * std::ldexp(m, 1 - bias - mbits);
+  return sign * std::ldexp(1.0L + std::ldexp(m, -mbits), e - bias);
+}
+
+// The spacing of H's values around |v| (> 0, finite).
+template <class H>
+long double ulp(long double v) {
+  int e;
+  std::frexp(std::fabs(v), &e);  // |v| in [2^(e-1), 2^e)
+  return std::ldexp(1.0L, std::max(e - 1, format<H>::min_exponent) - (format<H>::digits - 1));
+}
+
+// v rounded to H, to nearest even, as a value (inf beyond the range).
+template <class H>
+long double round_exact(long double v) {
+  if (v != v || std::isinf(v) || v == 0) return v;
+  const long double u = ulp<H>(v);
+  long double q = std::nearbyint(v / u);  // default mode: ties to even
+  const long double r = q * u;
+  // at or above max + half an ulp: inf
+  if (std::fabs(r) > format<H>::max_finite) return std::copysign(std::numeric_limits<long double>::infinity(), v);
+  return r;
+}
+
+float as_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <class H>
+void check_rounding_of(float f) {
+  const H h(f);
+  const long double got = static_cast<float>(h), want = round_exact<H>(f);
+  if (f != f) {
+    CHECK(got != got);
+  } else if (!(got == want && std::signbit(got) == std::signbit(want))) {
+    FAIL_CHECK(format<H>::name() << " of " << std::hexfloat << f << ": " << got << ", exact rounding " << want);
+  }
+}
+
+// Floats worth rounding: every midpoint between neighbouring H values and
+// its float neighbours, the bit patterns of H values and their neighbours,
+// and random bit patterns.
+template <class H>
+std::vector<float> rounding_cases() {
+  std::vector<float> out;
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const long double lo = decode<H>(static_cast<std::uint16_t>(b));
+    if (!(lo == lo) || std::isinf(lo) || lo < 0) continue;
+    const long double hi = lo + ulp<H>(lo > 0 ? lo : std::ldexp(1.0L, format<H>::min_exponent));
+    for (long double v : {lo, (lo + hi) / 2}) {
+      const float f = static_cast<float>(v);
+      for (float g : {f, std::nextafter(f, 0.0f), std::nextafter(f, 1e30f)}) {
+        out.push_back(g);
+        out.push_back(-g);
+      }
+    }
+  }
+  std::mt19937 rng(17);
+  for (int i = 0; i < 200000; ++i) out.push_back(as_float(rng()));
+  for (float f : {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::denorm_min(),
+                  std::numeric_limits<float>::min(), std::numeric_limits<float>::quiet_NaN(), 65504.0f, 65519.99f,
+                  65520.0f, 0x1p-24f, 0x1p-25f, 0x1.000002p-25f, 0x1.8p-24f})
+    out.push_back(f);
+  return out;
+}
+
+template <class H>
+std::uint16_t bits_of(H h) {
+  return h.bits;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("16-bit types: every bit pattern widens exactly and narrows back to itself", "[half]", bf16, fp16) {
+  using H = TestType;
+  static_assert(sizeof(H) == 2 && std::is_trivially_copyable<H>::value, "storage layout");
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const H h = H::from_bits(static_cast<std::uint16_t>(b));
+    const float f = static_cast<float>(h);
+    const long double want = decode<H>(static_cast<std::uint16_t>(b));
+    if (want != want) {
+      CHECK(f != f);
+      const H back(f);
+      CHECK(static_cast<float>(back) != static_cast<float>(back));  // NaN stays NaN
+      continue;
+    }
+    if (!(f == want && std::signbit(f) == std::signbit(want))) FAIL_CHECK(format<H>::name() << " " << b << ": " << f);
+    if (bits_of(H(f)) != b) FAIL_CHECK(format<H>::name() << " " << b << " came back as " << bits_of(H(f)));
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit types: float rounds to nearest even, midpoints and overflow included", "[half]", bf16,
+                   fp16) {
+  for (float f : rounding_cases<TestType>()) check_rounding_of<TestType>(f);
+}
+
+TEMPLATE_TEST_CASE("16-bit types: convert() on every ISA gives the scalar conversions' bits", "[half]", bf16, fp16) {
+  using H = TestType;
+  std::vector<std::uint16_t> all(0x10000);
+  for (std::uint32_t b = 0; b < 0x10000; ++b) all[b] = static_cast<std::uint16_t>(b);
+  const std::vector<float> cases = rounding_cases<H>();
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    INFO(isa << " " << format<H>::name());
+    // Widen: all patterns, from an odd offset and with a ragged end.
+    for (std::size_t off : {0, 1}) {
+      const std::size_t n = all.size() - off - 3;
+      std::vector<float> f(n + 2, 7.0f);
+      smax::dynamic::convert(reinterpret_cast<const H*>(all.data() + off), f.data() + 1, n);
+      CHECK(f[0] == 7.0f);
+      CHECK(f[n + 1] == 7.0f);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want = static_cast<float>(H::from_bits(all[i + off]));
+        if (std::memcmp(&want, &f[i + 1], 4) != 0 && !(want != want && f[i + 1] != f[i + 1])) ++bad;
+      }
+      CHECK(bad == 0);
+    }
+    // Narrow: the rounding cases.
+    std::vector<H> h(cases.size() + 2, H::from_bits(0x1234));
+    smax::dynamic::convert(cases.data(), h.data() + 1, cases.size());
+    CHECK(bits_of(h[0]) == 0x1234);
+    CHECK(bits_of(h.back()) == 0x1234);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const float f = cases[i];
+      if (f != f) {
+        bad += !(static_cast<float>(h[i + 1]) != static_cast<float>(h[i + 1]));
+      } else {
+        bad += bits_of(h[i + 1]) != bits_of(H(f));
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
+namespace {
+
+// |got - exact| below one ulp of H at exact (below 1e-30: absolute 1e-30, as
+// the float contract; fp16 below its normal range: 2^-24 absolute via ulp).
+template <class H>
+bool within_ulp(float got, long double exact) {
+  if (std::isinf(exact)) return got == exact;
+  const long double err = std::fabs(static_cast<long double>(got) - exact);
+  if (std::fabs(exact) < 1e-30L) return err <= 1e-30L;
+  return err < ulp<H>(exact);
+}
+
+template <class H>
+std::vector<H> logits(std::size_t n, double sigma, std::uint64_t seed) {
+  const auto f = smax_test::normal<float>(n, sigma, seed);
+  std::vector<H> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = H(f[i]);
+  return x;
+}
+
+template <class H>
+std::vector<long double> widened(const std::vector<H>& x) {
+  std::vector<long double> w(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) w[i] = static_cast<float>(x[i]);
+  return w;
+}
+
+// Exact softmax and log_softmax of finite inputs.
+void reference(const std::vector<long double>& x, std::vector<long double>& p, std::vector<long double>& lp) {
+  long double m = -std::numeric_limits<long double>::infinity();
+  for (long double v : x) m = std::max(m, v);
+  long double s = 0;
+  for (long double v : x) s += std::exp(v - m);
+  const long double ls = std::log(s);
+  p.resize(x.size());
+  lp.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    p[i] = std::exp(x[i] - m) / s;
+    lp[i] = (x[i] - m) - ls;
+  }
+}
+
+const std::vector<std::size_t>& half_sizes() {
+  static const std::vector<std::size_t> s{1, 2, 3, 7, 16, 17, 33, 100, 1000, 2048, 2049, 4097, 70001};
+  return s;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("16-bit softmax and log_softmax: within one 16-bit ulp of the exact result, every ISA",
+                   "[half][softmax][log_softmax][accuracy]", bf16, fp16) {
+  using H = TestType;
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : half_sizes()) {
+      for (double sigma : {1.0, 8.0}) {
+        const std::vector<H> x = logits<H>(n, sigma, n * 7 + static_cast<std::uint64_t>(sigma));
+        std::vector<long double> p, lp;
+        reference(widened(x), p, lp);
+        for (smax::algorithm a : smax_test::algorithms()) {
+          INFO(isa << " " << format<H>::name() << " n=" << n << " sigma=" << sigma << " "
+                   << smax_test::algorithm_name(a));
+          std::vector<H> y(n);
+          std::vector<float> yf(n);
+          smax::dynamic::softmax(x.data(), y.data(), n, a);
+          smax::dynamic::softmax(x.data(), yf.data(), n, a);
+          std::size_t bad = 0;
+          long double sum = 0, slack = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            const float v = static_cast<float>(y[i]);
+            bad += !within_ulp<H>(v, p[i]);
+            sum += v;
+            if (v != 0) slack += ulp<H>(v) / 2;
+          }
+          CHECK(bad == 0);
+          // the rounding of each output and nothing more (plus the float kernel's 1e-6)
+          CHECK(std::fabs(sum - 1) <= slack + 1e-6L);
+          CHECK(smax_test::max_rel_err(yf, p) < 1e-6);
+        }
+        std::vector<H> ly(n);
+        std::vector<float> lyf(n);
+        smax::dynamic::log_softmax(x.data(), ly.data(), n);
+        smax::dynamic::log_softmax(x.data(), lyf.data(), n);
+        std::size_t bad = 0;
+        double worst = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          bad += !within_ulp<H>(static_cast<float>(ly[i]), lp[i]);
+          worst = std::max<double>(worst, std::fabs(lyf[i] - lp[i]) / std::max(1.0L, std::fabs(lp[i])));
+        }
+        INFO(isa << " " << format<H>::name() << " log_softmax n=" << n << " sigma=" << sigma);
+        CHECK(bad == 0);
+        CHECK(worst < 1e-6);
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit softmax: special values as for float, huge finite inputs stay finite",
+                   "[half][softmax][log_softmax][special]", bf16, fp16) {
+  using H = TestType;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = static_cast<float>(format<H>::max_finite);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : {5, 3000}) {
+      INFO(isa << " " << format<H>::name() << " n=" << n);
+      std::vector<H> x = logits<H>(n, 2.0, n), y(n);
+      // NaN anywhere: all NaN
+      x[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+      smax::dynamic::softmax(x.data(), y.data(), n);
+      for (const H& v : y) CHECK(static_cast<float>(v) != static_cast<float>(v));
+      smax::dynamic::log_softmax(x.data(), y.data(), n);
+      for (const H& v : y) CHECK(static_cast<float>(v) != static_cast<float>(v));
+      // two +inf share the mass; log: -log 2 there, -inf elsewhere
+      x = logits<H>(n, 2.0, n);
+      x[1] = H(inf);
+      x[n - 1] = H(inf);
+      smax::dynamic::softmax(x.data(), y.data(), n);
+      for (std::size_t i = 0; i < n; ++i) CHECK(static_cast<float>(y[i]) == ((i == 1 || i == n - 1) ? 0.5f : 0.0f));
+      smax::dynamic::log_softmax(x.data(), y.data(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        CHECK(static_cast<float>(y[i]) == ((i == 1 || i == n - 1) ? static_cast<float>(H(static_cast<float>(-std::log(2.0)))) : -inf));
+      // all -inf: zeros (log: -inf); some -inf: masked
+      std::fill(x.begin(), x.end(), H(-inf));
+      smax::dynamic::softmax(x.data(), y.data(), n);
+      for (const H& v : y) CHECK(static_cast<float>(v) == 0.0f);
+      smax::dynamic::log_softmax(x.data(), y.data(), n);
+      for (const H& v : y) CHECK(static_cast<float>(v) == -inf);
+      x[2] = H(1.0f);
+      smax::dynamic::softmax(x.data(), y.data(), n);
+      for (std::size_t i = 0; i < n; ++i) CHECK(static_cast<float>(y[i]) == (i == 2 ? 1.0f : 0.0f));
+      // the largest finite values, both signs: finite results, the max gets the mass
+      for (std::size_t i = 0; i < n; ++i) x[i] = H(i % 2 ? -big : big / 2);
+      x[0] = H(big);
+      smax::dynamic::softmax(x.data(), y.data(), n);
+      for (std::size_t i = 0; i < n; ++i) CHECK(static_cast<float>(y[i]) == (i == 0 ? 1.0f : 0.0f));
+      smax::dynamic::log_softmax(x.data(), y.data(), n);
+      // (odd entries: -big - big is beyond H's range, and -inf its rounding)
+      for (std::size_t i = 0; i < n; i += 2) CHECK(std::isfinite(static_cast<float>(y[i])));
+      CHECK(static_cast<float>(y[0]) == 0.0f);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit softmax: misaligned, in place, nothing written outside y, n = 0",
+                   "[half][softmax][log_softmax][memory]", bf16, fp16) {
+  using H = TestType;
+  const H guard = H::from_bits(0x7bcd);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : half_sizes()) {
+      INFO(isa << " " << format<H>::name() << " n=" << n);
+      const std::vector<H> x = logits<H>(n, 4.0, n + 3);
+      std::vector<H> ref(n);
+      smax::dynamic::softmax(x.data(), ref.data(), n);
+      for (int log = 0; log < 2; ++log) {
+        if (log) smax::dynamic::log_softmax(x.data(), ref.data(), n);
+        const auto run = [&](const H* in, H* out) {
+          if (log)
+            smax::dynamic::log_softmax(in, out, n);
+          else
+            smax::dynamic::softmax(in, out, n);
+        };
+        // misaligned by one element, guards around y
+        std::vector<H> buf(n + 3, guard);
+        run(x.data(), buf.data() + 1);
+        CHECK(bits_of(buf[0]) == bits_of(guard));
+        CHECK(bits_of(buf[n + 1]) == bits_of(guard));
+        CHECK(std::memcmp(buf.data() + 1, ref.data(), n * 2) == 0);
+        // in place
+        std::vector<H> inplace(n + 3, guard);
+        std::copy(x.begin(), x.end(), inplace.begin() + 1);
+        run(inplace.data() + 1, inplace.data() + 1);
+        CHECK(std::memcmp(inplace.data() + 1, ref.data(), n * 2) == 0);
+        CHECK(bits_of(inplace[n + 1]) == bits_of(guard));
+      }
+    }
+    std::vector<H> z(1, guard);
+    smax::dynamic::softmax(static_cast<const H*>(nullptr), static_cast<H*>(nullptr), 0);
+    smax::dynamic::softmax(z.data(), z.data(), 0);
+    CHECK(bits_of(z[0]) == bits_of(guard));
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit batched softmax: each row as the single-row call, any executor", "[half][batched]", bf16,
+                   fp16) {
+  using H = TestType;
+  smax::thread_pool pool(2);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t cols : {1, 17, 2048, 5000}) {
+      INFO(isa << " " << format<H>::name() << " cols=" << cols);
+      const std::size_t rows = 5, stride = cols + 3;
+      const std::vector<H> x = logits<H>(rows * stride, 3.0, cols);
+      std::vector<H> y(rows * stride, H::from_bits(0x7bcd)), one(cols);
+      std::vector<float> yf(rows * cols), onef(cols);
+      for (smax::executor* ex : {static_cast<smax::executor*>(nullptr), static_cast<smax::executor*>(&pool)}) {
+        for (int log = 0; log < 2; ++log) {
+          const smax::matrix_view<const H> xv(x.data(), rows, cols, stride);
+          if (log) {
+            smax::dynamic::log_softmax(xv, smax::matrix_view<H>(y.data(), rows, cols, stride), ex);
+            smax::dynamic::log_softmax(xv, smax::matrix_view<float>(yf.data(), rows, cols), ex);
+          } else {
+            smax::dynamic::softmax(xv, smax::matrix_view<H>(y.data(), rows, cols, stride), smax::algorithm::automatic,
+                                   ex);
+            smax::dynamic::softmax(xv, smax::matrix_view<float>(yf.data(), rows, cols), smax::algorithm::automatic,
+                                   ex);
+          }
+          for (std::size_t r = 0; r < rows; ++r) {
+            if (log) {
+              smax::dynamic::log_softmax(x.data() + r * stride, one.data(), cols);
+              smax::dynamic::log_softmax(x.data() + r * stride, onef.data(), cols);
+            } else {
+              smax::dynamic::softmax(x.data() + r * stride, one.data(), cols);
+              smax::dynamic::softmax(x.data() + r * stride, onef.data(), cols);
+            }
+            CHECK(std::memcmp(y.data() + r * stride, one.data(), cols * 2) == 0);
+            CHECK(std::memcmp(yf.data() + r * cols, onef.data(), cols * 4) == 0);
+            for (std::size_t c = cols; c < stride && r + 1 < rows; ++c)
+              CHECK(bits_of(y[r * stride + c]) == 0x7bcd);
+          }
+        }
+      }
+    }
+  }
+}
+
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+
+TEMPLATE_TEST_CASE("16-bit: FTZ/DAZ change no bit of the conversions or of softmax (x86)", "[half][subnormal]", bf16,
+                   fp16) {
+  using H = TestType;
+  std::vector<std::uint16_t> all(0x10000);
+  for (std::uint32_t b = 0; b < 0x10000; ++b) all[b] = static_cast<std::uint16_t>(b);
+  const std::vector<float> cases = rounding_cases<H>();
+  // logits whose outputs reach H's subnormal range (fp16: below 2^-14)
+  const std::vector<H> x = logits<H>(5000, 6.0, 99);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    INFO(isa << " " << format<H>::name());
+    std::vector<float> wide[2];
+    std::vector<H> narrow[2], y[2], ly[2];
+    for (int ftz = 0; ftz < 2; ++ftz) {
+      const unsigned saved = _mm_getcsr();
+      if (ftz) _mm_setcsr(saved | 0x8040);  // FTZ (bit 15) | DAZ (bit 6)
+      wide[ftz].resize(all.size());
+      narrow[ftz].resize(cases.size());
+      y[ftz].resize(x.size());
+      ly[ftz].resize(x.size());
+      smax::dynamic::convert(reinterpret_cast<const H*>(all.data()), wide[ftz].data(), all.size());
+      smax::dynamic::convert(cases.data(), narrow[ftz].data(), cases.size());
+      smax::dynamic::softmax(x.data(), y[ftz].data(), x.size());
+      smax::dynamic::log_softmax(x.data(), ly[ftz].data(), x.size());
+      _mm_setcsr(saved);
+    }
+    CHECK(std::memcmp(wide[0].data(), wide[1].data(), wide[0].size() * 4) == 0);
+    CHECK(std::memcmp(narrow[0].data(), narrow[1].data(), narrow[0].size() * 2) == 0);
+    CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * 2) == 0);
+    CHECK(std::memcmp(ly[0].data(), ly[1].data(), ly[0].size() * 2) == 0);
+  }
+}
+#endif
