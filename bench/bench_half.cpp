@@ -21,7 +21,8 @@ void register_half(const char* name, smax_bench::mem_traffic traffic,
   k.name = name;
   k.traffic = traffic;
   k.run = [run](const float* x, float* y, std::size_t m) { run(smax_bench::half_input<H>(x), reinterpret_cast<H*>(y), 2 * m); };
-  if (sums_to_one) k.check = smax_bench::half_sum_check<H>;
+  if (sums_to_one)
+    k.check = [](const float* x, const float* y, std::size_t m) { return smax_bench::half_sum_check<H>(x, y, m); };
   for (const std::string& isa : smax_bench::compiled_isas()) smax_bench::register_half_sizes<H>(k, isa, true);
 }
 

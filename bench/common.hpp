@@ -572,19 +572,23 @@ inline const char* half_name() {
   return std::is_same<H, smax::bf16>::value ? "bf16" : "fp16";
 }
 
-// Sums to 1 within the outputs' rounding (n half-ulps at most; 2^-7 covers
-// bf16 rows of any length here).
+// Every output finite, and (strict) the sum within the outputs' rounding:
+// half an ulp of H each (2^-9 relative for bf16, and fp16's 2^-25 absolute
+// below 2^-14, where a 64M row's outputs lie), doubled for slack. The peers
+// are timed with strict = false (libtorch's and oneDNN's bf16 64M sums were
+// 1.016 and 1.008 here: beyond that bound; docs/half.md).
 template <class H>
-std::string half_sum_check(const float* x, const float* y, std::size_t m) {
+std::string half_sum_check(const float* x, const float* y, std::size_t m, bool strict = true) {
   (void)x;
   const H* h = reinterpret_cast<const H*>(y);
-  double s = 0;
+  double s = 0, slack = 0;
   for (std::size_t i = 0; i < 2 * m; ++i) {
     const float v = static_cast<float>(h[i]);
     if (!std::isfinite(v)) return "non-finite output at " + std::to_string(i);
     s += v;
+    slack += std::is_same<H, smax::fp16>::value ? (v < 0x1p-14f ? 0x1p-25 : v * 0x1p-12) : v * 0x1p-9;
   }
-  if (std::fabs(s - 1.0) > 1.0 / 128) return "outputs sum to " + std::to_string(s);
+  if (strict && std::fabs(s - 1.0) > 2 * slack) return "outputs sum to " + std::to_string(s);
   return {};
 }
 

@@ -174,13 +174,17 @@ SMAX_INLINE xsimd::batch<float, A> widen(const H* p) noexcept {
   return B::load_aligned(buf);
 }
 
+// bf16_from_bits per lane. The NaN test compares as signed: both sides are
+// below 2^31 (xsimd 8.1 emulates unsigned compares on x86, slowly).
 template <class A>
 SMAX_INLINE xsimd::batch<std::uint32_t, A> bf16_round_bits(xsimd::batch<float, A> v) noexcept {
   using U = xsimd::batch<std::uint32_t, A>;
+  using I = xsimd::batch<std::int32_t, A>;
   const U u = xsimd::bitwise_cast<U>(v);
   const U rounded = (u + U(0x7fffu) + ((u >> 16) & U(1u))) >> 16;
   const U quiet = (u >> 16) | U(0x40u);
-  return xsimd::select((u & U(0x7fffffffu)) > U(0x7f800000u), quiet, rounded);
+  const auto nan = xsimd::bitwise_cast<I>(u & U(0x7fffffffu)) > I(0x7f800000);
+  return xsimd::bitwise_cast<U>(xsimd::select(nan, xsimd::bitwise_cast<I>(quiet), xsimd::bitwise_cast<I>(rounded)));
 }
 
 template <class A, class H>
@@ -190,7 +194,16 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
 #if defined(__AVX512F__)
   if constexpr (std::is_base_of<xsimd::avx512f, A>::value) {
     __m256i h;
-    if constexpr (bf) h = _mm512_cvtepi32_epi16(bf16_round_bits<A>(v));
+    if constexpr (bf) {
+      // bf16_round_bits in intrinsics: xsimd 8.1's unsigned compare is slow
+      const __m512i u = _mm512_castps_si512(v);
+      const __m512i hi = _mm512_srli_epi32(u, 16);
+      const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+      const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+      const __mmask16 nan =
+          _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+      h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi, _mm512_set1_epi32(0x40))));
+    }
     else h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
   }

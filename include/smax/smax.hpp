@@ -410,9 +410,10 @@ void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, e
 // 16-bit inputs (fp16 outputs below 2^-14: within 2^-24), a float output
 // within the float contract above. Special values as for float; fp16's
 // largest finite 65504 and bf16's ~3.4e38 never give inf or NaN. `a` as for
-// float, except that a 16-bit row longer than 2048 elements runs two_pass
-// for automatic, two_pass and online (reads 2n, writes n: the 16-bit
-// roofline) and the recompute form for both three_pass variants.
+// float up to 2^18 elements (the row widened whole: on the stack up to 2048,
+// else in a per-thread 1 MiB buffer kept for the thread's life); longer rows
+// run two_pass over L1 blocks for automatic, two_pass and online (reads 2n,
+// writes n: the 16-bit roofline), the recompute form for both three_pass.
 template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
 void softmax(A, const H* x, Y* y, std::size_t n, algorithm a = algorithm::automatic) {
   detail::softmax_half<A>(x, y, n, a, false);

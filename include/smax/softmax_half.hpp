@@ -4,7 +4,8 @@
 // output once, straight from x to y. The sums are float per block and double
 // across blocks; no 16-bit value is ever an intermediate.
 //
-//   n <= half_block   widen the row, the float kernel in place, narrow
+//   n <= 2^18         widen the row (on the stack up to half_block, else
+//                     on the heap), the float kernel in place, narrow
 //   two_pass, online, automatic (longer rows):
 //                     pass 1: two_pass_sum per block, (s, Emax) merged in
 //                     double; pass 2: y = e^x 2^-Emax / s. Reads 2n, writes n
@@ -18,6 +19,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <new>
 
 #include "half.hpp"
 #include "softmax.hpp"
@@ -28,6 +31,9 @@ namespace detail {
 // Elements staged per block: 8 KiB of float, in L1 beside the exp's
 // constants on every core smax targets.
 constexpr std::size_t half_block = 2048;
+// Rows up to this many elements (1 MiB of float: L2 on the cores smax
+// targets) are widened whole into a heap buffer for softmax.
+constexpr std::size_t half_whole_row = std::size_t(1) << 18;
 
 // softmax_nonfinite for 16-bit x (see softmax.hpp): NaN -> all NaN, +inf
 // entries share the mass, all -inf -> 0 (log: -inf).
@@ -227,14 +233,38 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept
   }
 }
 
+// This thread's float buffer of at least n <= half_whole_row elements
+// (grown on demand, kept for the thread's life); nullptr if it cannot grow.
+inline float* row_buffer(std::size_t n) noexcept {
+  thread_local std::unique_ptr<float[]> buf;
+  thread_local std::size_t capacity = 0;
+  if (capacity < n) {
+    buf.reset(new (std::nothrow) float[half_whole_row]);
+    capacity = buf ? half_whole_row : 0;
+  }
+  return buf.get();
+}
+
 template <class A, class H, class Y>
 void softmax_half(const H* x, Y* y, std::size_t n, algorithm a, bool log) noexcept {
   if (n == 0) return;
-  if (n <= half_block && !log) {
+  if (!log && n <= half_block) {
     alignas(64) float buf[half_block];
     widen_block<A>(x, buf, n);
     detail::softmax<A>(buf, buf, n, a);
     return narrow_block<A>(buf, y, n);
+  }
+  if (!log && n <= half_whole_row) {
+    // In cache: the whole row widened, the float kernel (reload: one exp per
+    // element, where the staged two-pass takes two), narrowed. The buffer is
+    // kept per thread (a fresh 1 MiB allocation is mapped and faulted in on
+    // every call); without it (allocation failed) the staged path below
+    // gives the result.
+    if (float* buf = row_buffer(n)) {
+      widen_block<A>(x, buf, n);
+      detail::softmax<A>(buf, buf, n, a);
+      return narrow_block<A>(buf, y, n);
+    }
   }
   const bool single = a == algorithm::automatic || a == algorithm::two_pass || a == algorithm::online;
   if (!log && single && softmax_half_two_pass<A>(x, y, n)) return;
