@@ -39,9 +39,31 @@ void register_type() {
                    false);
 }
 
+// Batched rows of 32768 16-bit logits (2048 of them: 128 MiB), 1 and 2
+// threads, against the copy roofline of the same bytes (a row stays in L2
+// between its passes).
+template <class H>
+void register_rows() {
+  for (const std::string& isa : smax_bench::compiled_isas()) {
+    smax_bench::kernel<float> k;
+    k.name = "softmax16_batched/automatic";
+    k.traffic = {1, 1};
+    k.roof = smax_bench::roof_kind::copy;
+    k.run_threaded = [](const float* x, float* y, std::size_t rows, std::size_t cols, std::size_t t) {
+      smax::dynamic::softmax(smax::matrix_view<const H>(smax_bench::half_input<H>(x), rows, 2 * cols),
+                             smax::matrix_view<H>(reinterpret_cast<H*>(y), rows, 2 * cols), algorithm::automatic,
+                             smax_bench::pool(t));
+    };
+    k.check = [](const float* x, const float* y, std::size_t m) { return smax_bench::half_sum_check<H>(x, y, m); };
+    smax_bench::register_half_threaded<H>(k, isa, {2048, 32768}, {1, 2});
+  }
+}
+
 SMAX_BENCH_REGISTER(half) {
   register_type<bf16>();
   register_type<fp16>();
+  register_rows<bf16>();
+  register_rows<fp16>();
 }
 
 }  // namespace

@@ -653,6 +653,27 @@ void register_threaded(const kernel<T>& k, const std::string& isa, bool route_is
   }
 }
 
+// 16-bit rows: "<k.name>/<bf16|fp16>/<isa>/<rows>/<cols>/threads:<t>/real_time"
+// with cols 16-bit elements per row; k.run_threaded gets the float slots'
+// shape (rows, cols / 2: the same bytes) and passes half_input<H>(x) on.
+template <class H>
+void register_half_threaded(const kernel<float>& k, const std::string& isa, shape sh16,
+                            const std::vector<std::size_t>& thread_counts) {
+  for (std::size_t t : thread_counts) {
+    const std::string name = k.name + "/" + half_name<H>() + "/" + isa + "/" + std::to_string(sh16.rows) + "/" +
+                             std::to_string(sh16.cols) + "/threads:" + std::to_string(t);
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [k, isa, sh16, t, name](benchmark::State& state) {
+                                   isa_scope scope(state, isa);
+                                   if (!scope.ok()) return;
+                                   run_threaded_kernel(state, k, name, sh16.rows, sh16.cols / 2, t);
+                                   state.SetItemsProcessed(state.iterations() *
+                                                           static_cast<std::int64_t>(sh16.rows * sh16.cols));
+                                 })
+        ->UseRealTime();
+  }
+}
+
 }  // namespace smax_bench
 
 // Registers benchmarks at program start: SMAX_BENCH_REGISTER(tag) { ... }.

@@ -1,5 +1,5 @@
 // libFuzzer target: softmax_backward and log_softmax_backward on arbitrary
-// (y, dy), float and double, every ISA, dx aliasing nothing, y or dy.
+// (y, dy), float, double, bf16 and fp16, every ISA, dx aliasing nothing, y or dy.
 // Checked against the same formula in long double where every input and the
 // reference are finite; always checked for writes outside [0, n).
 #include "common.hpp"
@@ -68,14 +68,84 @@ void run(smax_fuzz::stream& in) {
   }
 }
 
+// bf16 / fp16 y, dy, dx: the same formula on the 16-bit values, the float
+// kernel's bound plus one 16-bit ulp of the result (the rounding of dx).
+template <class H>
+void run_half(smax_fuzz::stream& in) {
+  constexpr bool bf = std::is_same<H, smax::bf16>::value;
+  const int alias = in.byte() % 3;
+  const bool from_forward = in.byte() & 1;
+  const std::size_t offset = in.byte();
+  const std::size_t n = in.size(4096);
+  const std::vector<float> yraw = in.values<float>(n), dyraw = in.values<float>(n);
+  std::vector<H> y(n), dy(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    y[i] = H(yraw[i]);
+    dy[i] = H(dyraw[i]);
+  }
+  if (from_forward) {
+    const std::vector<H> x = y;
+    smax::dynamic::softmax(x.data(), y.data(), n);
+  }
+  smax_fuzz::context() = std::string(bf ? "bf16" : "fp16") + ", alias " + std::to_string(alias) + "\n";
+  for (int log = 0; log < 2; ++log) {
+    std::vector<H> yin = y;
+    if (log && from_forward)
+      for (auto& v : yin) v = H(std::log(static_cast<float>(v)));
+    smax_fuzz::guarded<H> yb(n, offset), dyb(n, offset + 1), dxb(n, offset + 2);
+    yb.assign(yin);
+    dyb.assign(dy);
+    H* dx = alias == 1 ? yb.data() : alias == 2 ? dyb.data() : dxb.data();
+    if (log)
+      smax::dynamic::log_softmax_backward(yb.data(), dyb.data(), dx, n);
+    else
+      smax::dynamic::softmax_backward(yb.data(), dyb.data(), dx, n);
+    const char* fn = log ? "log_softmax_backward (16-bit)" : "softmax_backward (16-bit)";
+    yb.check_guards(fn);
+    dyb.check_guards(fn);
+    dxb.check_guards(fn);
+    const std::vector<H> got = alias == 1 ? yb.vec() : alias == 2 ? dyb.vec() : dxb.vec();
+    std::vector<long double> yv(n), dyv(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      yv[i] = static_cast<float>(yin[i]);
+      dyv[i] = static_cast<float>(dy[i]);
+    }
+    long double agg = 0, scale_sum = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      agg += log ? dyv[i] : yv[i] * dyv[i];
+      scale_sum += std::fabs(log ? dyv[i] : yv[i] * dyv[i]);
+    }
+    const long double big = bf ? std::numeric_limits<float>::max() : 65504.0L;
+    bool finite = std::isfinite(static_cast<double>(scale_sum)) && scale_sum < big / 4;
+    for (std::size_t i = 0; i < n && finite; ++i) finite = std::isfinite(yv[i]) && std::isfinite(dyv[i]);
+    if (log)
+      for (std::size_t i = 0; i < n && finite; ++i) finite = yv[i] <= 1;
+    if (!finite) continue;
+    const long double eps = std::numeric_limits<float>::epsilon();
+    for (std::size_t i = 0; i < n; ++i) {
+      const long double e = log ? std::exp(yv[i]) : 0;
+      const long double ref = log ? dyv[i] - e * agg : yv[i] * (dyv[i] - agg);
+      const long double scale = log ? std::fabs(dyv[i]) + e * scale_sum : std::fabs(yv[i]) * (std::fabs(dyv[i]) + scale_sum);
+      if (!(scale < big / 4)) continue;
+      // one ulp of H at ref (2^-7 / 2^-10 relative; fp16 below 2^-14: 2^-24)
+      const long double ulp = std::max(std::fabs(ref) * (bf ? 0x1p-7L : 0x1p-10L), bf ? 0x1p-133L : 0x1p-24L);
+      if (std::fabs(static_cast<long double>(static_cast<float>(got[i])) - ref) >
+          8 * eps * scale + ulp + 4 * std::numeric_limits<float>::min())
+        smax_fuzz::fail(std::string(fn) + ": error above the float bound plus a 16-bit ulp at " + std::to_string(i));
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   smax_fuzz::stream in(data, size);
   in.pick_isa();
-  if (in.byte() & 1)
-    run<double>(in);
-  else
-    run<float>(in);
+  switch (in.byte() % 4) {
+    case 0: run<float>(in); break;
+    case 1: run<double>(in); break;
+    case 2: run_half<smax::bf16>(in); break;
+    default: run_half<smax::fp16>(in); break;
+  }
   return 0;
 }

@@ -242,4 +242,79 @@ uint64_t smax_gumbel_row_seed(uint64_t seed, uint64_t r) { return smax::gumbel_r
 SMAX_C_DEFINE(float, float, f32)
 SMAX_C_DEFINE(double, double, f64)
 
+// 16-bit: the C storage (uint16_t) is the C++ type's layout.
+#define SMAX_C_DEFINE_HALF(H, sfx)                                                                                  \
+  smax_status smax_softmax_##sfx(const uint16_t* x, uint16_t* y, size_t n, smax_algorithm a) {                     \
+    return guarded([&] {                                                                                           \
+      need(x, n, "softmax_" #sfx, "x"), need(y, n, "softmax_" #sfx, "y");                                          \
+      smax::dynamic::softmax(reinterpret_cast<const H*>(x), reinterpret_cast<H*>(y), n,                             \
+                             to_algorithm(&a, "softmax_" #sfx));                                                    \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_softmax_##sfx##_to_f32(const uint16_t* x, float* y, size_t n, smax_algorithm a) {               \
+    return guarded([&] {                                                                                           \
+      need(x, n, "softmax_" #sfx "_to_f32", "x"), need(y, n, "softmax_" #sfx "_to_f32", "y");                      \
+      smax::dynamic::softmax(reinterpret_cast<const H*>(x), y, n, to_algorithm(&a, "softmax_" #sfx "_to_f32"));    \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_log_softmax_##sfx(const uint16_t* x, uint16_t* y, size_t n) {                                   \
+    return guarded([&] {                                                                                           \
+      need(x, n, "log_softmax_" #sfx, "x"), need(y, n, "log_softmax_" #sfx, "y");                                  \
+      smax::dynamic::log_softmax(reinterpret_cast<const H*>(x), reinterpret_cast<H*>(y), n);                        \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_log_softmax_##sfx##_to_f32(const uint16_t* x, float* y, size_t n) {                             \
+    return guarded([&] {                                                                                           \
+      need(x, n, "log_softmax_" #sfx "_to_f32", "x"), need(y, n, "log_softmax_" #sfx "_to_f32", "y");              \
+      smax::dynamic::log_softmax(reinterpret_cast<const H*>(x), y, n);                                              \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_softmax_backward_##sfx(const uint16_t* y, const uint16_t* dy, uint16_t* dx, size_t n) {         \
+    return guarded([&] {                                                                                           \
+      need(y, n, "softmax_backward_" #sfx, "y"), need(dy, n, "softmax_backward_" #sfx, "dy");                      \
+      need(dx, n, "softmax_backward_" #sfx, "dx");                                                                 \
+      smax::dynamic::softmax_backward(reinterpret_cast<const H*>(y), reinterpret_cast<const H*>(dy),                \
+                                      reinterpret_cast<H*>(dx), n);                                                 \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_log_softmax_backward_##sfx(const uint16_t* y, const uint16_t* dy, uint16_t* dx, size_t n) {     \
+    return guarded([&] {                                                                                           \
+      need(y, n, "log_softmax_backward_" #sfx, "y"), need(dy, n, "log_softmax_backward_" #sfx, "dy");              \
+      need(dx, n, "log_softmax_backward_" #sfx, "dx");                                                             \
+      smax::dynamic::log_softmax_backward(reinterpret_cast<const H*>(y), reinterpret_cast<const H*>(dy),            \
+                                          reinterpret_cast<H*>(dx), n);                                             \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_softmax_batched_##sfx(const uint16_t* x, size_t ldx, uint16_t* y, size_t ldy, size_t rows,      \
+                                         size_t cols, smax_algorithm a, size_t threads) {                         \
+    return guarded([&] {                                                                                           \
+      smax::dynamic::softmax(view(reinterpret_cast<const H*>(x), ldx, rows, cols),                                 \
+                             view(reinterpret_cast<H*>(y), ldy, rows, cols), to_algorithm(&a, "softmax_batched_" #sfx), \
+                             executor_for(threads));                                                               \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_log_softmax_batched_##sfx(const uint16_t* x, size_t ldx, uint16_t* y, size_t ldy, size_t rows,  \
+                                             size_t cols, size_t threads) {                                        \
+    return guarded([&] {                                                                                           \
+      smax::dynamic::log_softmax(view(reinterpret_cast<const H*>(x), ldx, rows, cols),                             \
+                                 view(reinterpret_cast<H*>(y), ldy, rows, cols), executor_for(threads));           \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_convert_f32_to_##sfx(const float* src, uint16_t* dst, size_t n) {                               \
+    return guarded([&] {                                                                                           \
+      need(src, n, "convert_f32_to_" #sfx, "src"), need(dst, n, "convert_f32_to_" #sfx, "dst");                    \
+      smax::dynamic::convert(src, reinterpret_cast<H*>(dst), n);                                                    \
+    });                                                                                                            \
+  }                                                                                                                \
+  smax_status smax_convert_##sfx##_to_f32(const uint16_t* src, float* dst, size_t n) {                             \
+    return guarded([&] {                                                                                           \
+      need(src, n, "convert_" #sfx "_to_f32", "src"), need(dst, n, "convert_" #sfx "_to_f32", "dst");              \
+      smax::dynamic::convert(reinterpret_cast<const H*>(src), dst, n);                                              \
+    });                                                                                                            \
+  }
+
+SMAX_C_DEFINE_HALF(smax::bf16, bf16)
+SMAX_C_DEFINE_HALF(smax::fp16, f16)
+#undef SMAX_C_DEFINE_HALF
+
 }  // extern "C"

@@ -417,6 +417,86 @@ TEMPLATE_TEST_CASE("16-bit batched softmax: each row as the single-row call, any
   }
 }
 
+TEMPLATE_TEST_CASE("16-bit softmax_backward and log_softmax_backward: the float formula, rounded once, every ISA",
+                   "[half][backward]", bf16, fp16) {
+  using H = TestType;
+  const H guard = H::from_bits(0x7bcd);
+  smax::thread_pool pool(2);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : half_sizes()) {
+      const std::vector<H> x = logits<H>(n, 2.0, n + 11), dy = logits<H>(n, 1.0, n + 12);
+      for (int log = 0; log < 2; ++log) {
+        INFO(isa << " " << format<H>::name() << " n=" << n << (log ? " log_softmax_backward" : " softmax_backward"));
+        std::vector<H> y(n);
+        if (log)
+          smax::dynamic::log_softmax(x.data(), y.data(), n);
+        else
+          smax::dynamic::softmax(x.data(), y.data(), n);
+        const auto run = [&](const H* a, const H* b, H* out) {
+          if (log)
+            smax::dynamic::log_softmax_backward(a, b, out, n);
+          else
+            smax::dynamic::softmax_backward(a, b, out, n);
+        };
+        std::vector<H> dx(n + 2, guard);
+        run(y.data(), dy.data(), dx.data() + 1);
+        CHECK(bits_of(dx[0]) == bits_of(guard));
+        CHECK(bits_of(dx[n + 1]) == bits_of(guard));
+        // against the exact formula on the 16-bit y and dy: one 16-bit ulp
+        // plus the float kernel's bound 2^-22 |y| (|dy| + |dot|) (log:
+        // 2^-22 (|dy| + e^y |sum dy|))
+        long double dot = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          dot += log ? static_cast<long double>(static_cast<float>(dy[i]))
+                     : static_cast<long double>(static_cast<float>(y[i])) * static_cast<float>(dy[i]);
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          const long double yi = static_cast<float>(y[i]), dyi = static_cast<float>(dy[i]);
+          const long double exact = log ? dyi - std::exp(yi) * dot : yi * (dyi - dot);
+          const long double scale = log ? std::fabs(dyi) + std::exp(yi) * std::fabs(dot)
+                                        : std::fabs(yi) * (std::fabs(dyi) + std::fabs(dot));
+          const long double err = std::fabs(static_cast<float>(dx[i + 1]) - exact);
+          bad += !(err <= (exact != 0 ? ulp<H>(exact) : 0.0L) + std::ldexp(scale, -22) + 1e-30L);
+        }
+        CHECK(bad == 0);
+        // in place over dy and over y: the same bits
+        std::vector<H> io = dy;
+        run(y.data(), io.data(), io.data());
+        CHECK(std::memcmp(io.data(), dx.data() + 1, n * 2) == 0);
+        io = y;
+        run(io.data(), dy.data(), io.data());
+        CHECK(std::memcmp(io.data(), dx.data() + 1, n * 2) == 0);
+        // batched rows (3 copies of the row), any executor: the same bits
+        if (n <= 5000) {
+          std::vector<H> ys, dys;
+          for (int r = 0; r < 3; ++r) {
+            ys.insert(ys.end(), y.begin(), y.end());
+            dys.insert(dys.end(), dy.begin(), dy.end());
+          }
+          for (smax::executor* ex : {static_cast<smax::executor*>(nullptr), static_cast<smax::executor*>(&pool)}) {
+            std::vector<H> dxs(3 * n);
+            const smax::matrix_view<const H> yv(ys.data(), 3, n), dyv(dys.data(), 3, n);
+            if (log)
+              smax::dynamic::log_softmax_backward(yv, dyv, smax::matrix_view<H>(dxs.data(), 3, n), ex);
+            else
+              smax::dynamic::softmax_backward(yv, dyv, smax::matrix_view<H>(dxs.data(), 3, n), ex);
+            for (int r = 0; r < 3; ++r) CHECK(std::memcmp(dxs.data() + r * n, dx.data() + 1, n * 2) == 0);
+          }
+        }
+      }
+      // NaN in dy: NaN reaches dx (every entry for softmax_backward, through the dot product)
+      std::vector<H> y(n), d = dy, dx(n);
+      smax::dynamic::softmax(x.data(), y.data(), n);
+      d[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+      smax::dynamic::softmax_backward(y.data(), d.data(), dx.data(), n);
+      CHECK(all_i(n, [&](std::size_t i) {
+        return static_cast<float>(y[i]) == 0 || static_cast<float>(dx[i]) != static_cast<float>(dx[i]);
+      }));
+    }
+  }
+}
+
 #if defined(__SSE2__)
 #include <xmmintrin.h>
 

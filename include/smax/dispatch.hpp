@@ -124,6 +124,13 @@
     (x, y, ex))                                                                                                  \
   X(void, batched_log_softmax_to_f32, log_softmax, (matrix_view<const H> x, matrix_view<float> y, executor* ex), \
     (x, y, ex))                                                                                                  \
+  X(void, softmax_backward, softmax_backward, (const H* y, const H* dy, H* dx, std::size_t n), (y, dy, dx, n))  \
+  X(void, log_softmax_backward, log_softmax_backward, (const H* y, const H* dy, H* dx, std::size_t n),           \
+    (y, dy, dx, n))                                                                                              \
+  X(void, batched_softmax_backward, softmax_backward,                                                            \
+    (matrix_view<const H> y, matrix_view<const H> dy, matrix_view<H> dx, executor* ex), (y, dy, dx, ex))         \
+  X(void, batched_log_softmax_backward, log_softmax_backward,                                                    \
+    (matrix_view<const H> y, matrix_view<const H> dy, matrix_view<H> dx, executor* ex), (y, dy, dx, ex))         \
   X(void, widen, convert, (const H* src, float* dst, std::size_t n), (src, dst, n))                             \
   X(void, narrow, convert, (const float* src, H* dst, std::size_t n), (src, dst, n))
 

@@ -50,6 +50,12 @@ void log_softmax(const double* x, double* y, std::size_t n);
                executor* ex = nullptr);                                                                       \
   void log_softmax(matrix_view<const H> x, matrix_view<H> y, executor* ex = nullptr);                         \
   void log_softmax(matrix_view<const H> x, matrix_view<float> y, executor* ex = nullptr);                     \
+  void softmax_backward(const H* y, const H* dy, H* dx, std::size_t n);                                       \
+  void log_softmax_backward(const H* y, const H* dy, H* dx, std::size_t n);                                   \
+  void softmax_backward(matrix_view<const H> y, matrix_view<const H> dy, matrix_view<H> dx,                   \
+                        executor* ex = nullptr);                                                              \
+  void log_softmax_backward(matrix_view<const H> y, matrix_view<const H> dy, matrix_view<H> dx,               \
+                            executor* ex = nullptr);                                                          \
   void convert(const H* src, float* dst, std::size_t n);                                                      \
   void convert(const float* src, H* dst, std::size_t n);
 SMAX_DYNAMIC_HALF(bf16)

@@ -17,6 +17,7 @@
 
 #include "config.hpp"
 #include "exp.hpp"
+#include "half.hpp"
 
 // Inline every call in the function's body (the per-vector functor f of the
 // loop skeletons included): g++ otherwise keeps large lambdas out of line
@@ -198,6 +199,41 @@ SMAX_INLINE xsimd::batch<T, A> load_partial(const T* p, std::size_t rem, T fill)
   for (std::size_t i = 0; i < W; ++i) buf[i] = fill;
   if (rem) std::memcpy(buf, p, rem * sizeof(T));
   return xsimd::batch<T, A>::load_unaligned(buf);
+}
+
+// Loads of a source array S into batches of T: a plain load when S is T,
+// the widening load of half.hpp when S is bf16 / fp16 (T float). The passes
+// that take 16-bit x directly (two_pass_sum) are written on these.
+template <class A, class T, class S>
+SMAX_INLINE xsimd::batch<T, A> load_as(const S* p) noexcept {
+  if constexpr (std::is_same<S, T>::value) {
+    return xsimd::batch<T, A>::load_unaligned(p);
+  } else {
+    static_assert(std::is_same<T, float>::value && is_half_v<S>, "16-bit sources widen to float");
+    return widen<A>(p);
+  }
+}
+// The first `rem` (< lanes) elements of p, the other lanes `fill`.
+template <class A, class T, class S>
+SMAX_INLINE xsimd::batch<T, A> load_as_partial(const S* p, std::size_t rem, T fill) noexcept {
+  if constexpr (std::is_same<S, T>::value) {
+    return load_partial<A>(p, rem, fill);
+  } else {
+    using B = xsimd::batch<T, A>;
+    alignas(64) S buf[B::size] = {};
+    if (rem) std::memcpy(buf, p, rem * sizeof(S));
+    return xsimd::select(lane_index<A, T>() < B(static_cast<T>(rem)), load_as<A, T>(buf), B(fill));
+  }
+}
+// prefetch_ahead for the lines of U batches' worth of S at p.
+template <class A, std::size_t U, class T, class S>
+SMAX_INLINE void prefetch_as(const S* p) noexcept {
+  if constexpr (std::is_same<S, T>::value) {
+    prefetch_ahead<A, U>(p);
+  } else {
+    static_assert(U % 2 == 0 && sizeof(S) * 2 == sizeof(T), "16-bit: half the bytes of U float batches");
+    prefetch_ahead<A, U / 2>(reinterpret_cast<const T*>(p));
+  }
 }
 
 // Writes only p[0 .. rem-1].

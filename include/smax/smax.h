@@ -162,11 +162,30 @@ SMAX_C_DECLARE(float, float, f32)
 SMAX_C_DECLARE(double, double, f64)
 #undef SMAX_C_DECLARE
 
-/* 16-bit storage (bf16, f16): reserved. When the C++ library gains its
- * 16-bit forms (smax::bf16 / smax::fp16, DESIGN.md "16-bit storage"), they
- * come here as smax_<function>_bf16 / _f16 on uint16_t storage
- * (typedef uint16_t smax_bf16, smax_f16; scalar parameters float), declared
- * by the list above: SMAX_C_DECLARE(smax_bf16, float, bf16). */
+/* 16-bit logits (docs/half.md): bfloat16 and IEEE binary16 arrays stored as
+ * uint16_t (a PyTorch bfloat16 / half tensor's data, a numpy float16 array).
+ * Computed in float, each output rounded once to nearest even. _to_f32: float
+ * outputs from 16-bit logits. The rest of the family has no 16-bit form yet. */
+typedef uint16_t smax_bf16;
+typedef uint16_t smax_f16;
+
+#define SMAX_C_DECLARE_HALF(H, sfx)                                                                                 \
+  SMAX_C_API smax_status smax_softmax_##sfx(const H* x, H* y, size_t n, smax_algorithm a);                       \
+  SMAX_C_API smax_status smax_softmax_##sfx##_to_f32(const H* x, float* y, size_t n, smax_algorithm a);          \
+  SMAX_C_API smax_status smax_log_softmax_##sfx(const H* x, H* y, size_t n);                                      \
+  SMAX_C_API smax_status smax_log_softmax_##sfx##_to_f32(const H* x, float* y, size_t n);                         \
+  SMAX_C_API smax_status smax_softmax_backward_##sfx(const H* y, const H* dy, H* dx, size_t n);                  \
+  SMAX_C_API smax_status smax_log_softmax_backward_##sfx(const H* y, const H* dy, H* dx, size_t n);              \
+  SMAX_C_API smax_status smax_softmax_batched_##sfx(const H* x, size_t ldx, H* y, size_t ldy, size_t rows,       \
+                                                    size_t cols, smax_algorithm a, size_t threads);             \
+  SMAX_C_API smax_status smax_log_softmax_batched_##sfx(const H* x, size_t ldx, H* y, size_t ldy, size_t rows,   \
+                                                        size_t cols, size_t threads);                           \
+  SMAX_C_API smax_status smax_convert_f32_to_##sfx(const float* src, H* dst, size_t n);                          \
+  SMAX_C_API smax_status smax_convert_##sfx##_to_f32(const H* src, float* dst, size_t n);
+
+SMAX_C_DECLARE_HALF(smax_bf16, bf16)
+SMAX_C_DECLARE_HALF(smax_f16, f16)
+#undef SMAX_C_DECLARE_HALF
 
 #ifdef __cplusplus
 }  /* extern "C" */

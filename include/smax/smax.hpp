@@ -455,6 +455,53 @@ void log_softmax(matrix_view<const H> x, matrix_view<Y> y, executor* ex = nullpt
   log_softmax(DefaultArch{}, x, y, ex);
 }
 
+// The backward passes on 16-bit y, dy, dx (y the forward's 16-bit output):
+// the float formulas (softmax_backward, log_softmax_backward above) in float,
+// each dx rounded once: within one 16-bit ulp of the float kernel's result,
+// whose own error is 2^-22 |y| (|dy| + |sum y dy|) at most (where dy_i is
+// close to the dot product, dx_i cancels and that bound, not the ulp, is
+// what holds). Batched over matrix_views, any executor, the same bits.
+// (The enable_if sits in the return type: the float forms' template heads
+// have the same shape.)
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> softmax_backward(A, const H* y, const H* dy, H* dx,
+                                                                                 std::size_t n) {
+  detail::softmax_backward_half<A>(y, dy, dx, n);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> softmax_backward(const H* y, const H* dy, H* dx, std::size_t n) {
+  softmax_backward(DefaultArch{}, y, dy, dx, n);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> log_softmax_backward(A, const H* y, const H* dy,
+                                                                                     H* dx, std::size_t n) {
+  detail::log_softmax_backward_half<A>(y, dy, dx, n);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> log_softmax_backward(const H* y, const H* dy, H* dx, std::size_t n) {
+  log_softmax_backward(DefaultArch{}, y, dy, dx, n);
+}
+#define SMAX_HALF_BATCHED_BACKWARD(fn)                                                                             \
+  template <class A, class H>                                                                                    \
+  std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> fn(                                             \
+      A, matrix_view<const detail::nodeduce_t<H>> y, matrix_view<const detail::nodeduce_t<H>> dy,                \
+      matrix_view<H> dx, executor* ex = nullptr) {                                                               \
+    detail::check_shapes("smax::" #fn, y, dx, "y", "dx");                                                       \
+    detail::check_shapes("smax::" #fn, dy, dx, "dy", "dx");                                                     \
+    detail::for_each_row_index(dx.rows, dx.cols, detail::default_executor(ex), [&](std::size_t r) {             \
+      detail::fn##_half<A>(y.row(r), dy.row(r), dx.row(r), dx.cols);                                            \
+    });                                                                                                          \
+  }                                                                                                              \
+  template <class H, class DefaultArch = xsimd::default_arch>                                                    \
+  std::enable_if_t<detail::is_half_v<H>> fn(matrix_view<const detail::nodeduce_t<H>> y,                          \
+                                           matrix_view<const detail::nodeduce_t<H>> dy, matrix_view<H> dx,       \
+                                           executor* ex = nullptr) {                                             \
+    fn(DefaultArch{}, y, dy, dx, ex);                                                                            \
+  }
+SMAX_HALF_BATCHED_BACKWARD(softmax_backward)
+SMAX_HALF_BATCHED_BACKWARD(log_softmax_backward)
+#undef SMAX_HALF_BATCHED_BACKWARD
+
 // Bulk conversion between float and bf16/fp16 (either direction), each value
 // rounded to nearest even (NaN stays NaN; fp16 overflows to inf beyond 65504
 // as IEEE rounding says). src and dst must not overlap.

@@ -247,8 +247,10 @@ struct pass_through {
     return v;
   }
 };
-template <class A, class T, class Pre = pass_through>
-SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax, Pre&& pre = {}) noexcept {
+// x may also be bf16 / fp16 (S) with T float: each vector is widened as it
+// is loaded (softmax_half.hpp); for S = T the loads are the plain ones.
+template <class A, class T, class Pre = pass_through, class S>
+SMAX_FLATTEN bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pre&& pre = {}) noexcept {
   using B = xsimd::batch<T, A>;
   using L = single_pass_limits<T>;
   using C = exp_constants<T>;
@@ -317,12 +319,12 @@ SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax, Pr
 
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   std::size_t i = 0, chunks = 0;
-  const bool far = n * sizeof(T) >= prefetch_min_bytes;
+  const bool far = n * sizeof(S) >= prefetch_min_bytes;
   for (; i + U * W <= n; i += U * W) {
-    if (far) prefetch_ahead<A, U>(x + i);
+    if (far) prefetch_as<A, U, T>(x + i);
     B v[U];
 #pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u) v[u] = pre(B::load_unaligned(x + i + u * W));
+    for (std::size_t u = 0; u < U; ++u) v[u] = pre(load_as<A, T>(x + i + u * W));
     chunk(v);
     if (++chunks == loop_shape<A>::block_chunks) {
       flush();
@@ -334,8 +336,8 @@ SMAX_FLATTEN bool two_pass_sum(const T* x, std::size_t n, double& s, T& Emax, Pr
     B v[U];
     for (std::size_t u = 0; u < U; ++u) {
       const std::size_t live = r > u * W ? (r - u * W < W ? r - u * W : W) : 0;
-      v[u] = xsimd::select(lane_index<A, T>() < B(static_cast<T>(live)), pre(load_partial<A>(x + i + u * W, live, T(0))),
-                           B(ninf));
+      v[u] = xsimd::select(lane_index<A, T>() < B(static_cast<T>(live)),
+                           pre(load_as_partial<A, T>(x + i + u * W, live, T(0))), B(ninf));
     }
     chunk(v);
   }

@@ -7,11 +7,11 @@
 //   n <= 2^18         widen the row (on the stack up to half_block, else
 //                     on the heap), the float kernel in place, narrow
 //   two_pass, online, automatic (longer rows):
-//                     pass 1: two_pass_sum per block, (s, Emax) merged in
-//                     double; pass 2: y = e^x 2^-Emax / s. Reads 2n, writes n
-//                     of 16-bit data: the 16-bit rw2 roofline.
+//                     pass 1: two_pass_sum on x, widened as loaded; pass 2:
+//                     y = e^x 2^-Emax / s. Reads 2n, writes n of 16-bit
+//                     data: the 16-bit rw2 roofline.
 //   three_pass_* (or anything pass 1 cannot take: NaN, inf, |x| beyond the
-//                     single-pass range, a block with no weight), and
+//                     single-pass range), and
 //                     log_softmax at any n: max; sum; write (recompute).
 //                     Reads 3n, writes n.
 #pragma once
@@ -22,6 +22,7 @@
 #include <memory>
 #include <new>
 
+#include "backward.hpp"
 #include "half.hpp"
 #include "softmax.hpp"
 
@@ -153,29 +154,14 @@ SMAX_INLINE void for_each_widened(const H* x, std::size_t n, G&& g) noexcept {
   }
 }
 
-// Two-pass over blocks; false (nothing written) when pass 1 cannot take x.
+// Two-pass: pass 1 is two_pass_sum itself, widening each vector as it loads
+// it; false (nothing written) when it cannot take x.
 template <class A, class H, class Y>
 bool softmax_half_two_pass(const H* x, Y* y, std::size_t n) noexcept {
-  double S = 0;
-  float Emax = 0;
-  bool ok = true, first = true;
-  for_each_widened<A>(x, n, [&](const float* b, std::size_t, std::size_t len) {
-    double s;
-    float E;
-    if (!two_pass_sum<A>(b, len, s, E)) return ok = false;
-    // Each block's sum is sum(e^x 2^-E); rescaling by a power of two in
-    // double is exact (|E - Emax| < 2^9).
-    if (first || E > Emax) {
-      S = first ? s : std::ldexp(S, static_cast<int>(Emax - E)) + s;
-      Emax = E;
-      first = false;
-    } else {
-      S += std::ldexp(s, static_cast<int>(E - Emax));
-    }
-    return true;
-  });
-  if (!ok || !(S > 0 && S < std::numeric_limits<double>::infinity())) return false;
-  map_half<A>(x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / S)));
+  double s;
+  float Emax;
+  if (!two_pass_sum<A>(x, n, s, Emax)) return false;
+  map_half<A>(x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s)));
   return true;
 }
 
@@ -269,6 +255,66 @@ void softmax_half(const H* x, Y* y, std::size_t n, algorithm a, bool log) noexce
   const bool single = a == algorithm::automatic || a == algorithm::two_pass || a == algorithm::online;
   if (!log && single && softmax_half_two_pass<A>(x, y, n)) return;
   softmax_half_three_pass<A>(x, y, n, log);
+}
+
+// ------------------------------------------------------------- backward --
+// softmax_backward / log_softmax_backward on 16-bit y, dy, dx: the float
+// kernels' terms on blocks of y and dy widened into L1 (dot product summed
+// in float per block, double across), each dx rounded once. dx may be y or
+// dy: a block is read whole before its dx is written.
+
+// Calls g(a, b, offset, length) with a and b widened a block at a time into
+// writable float buffers.
+template <class A, class H, class G>
+SMAX_INLINE void for_each_widened2(const H* a, const H* b, std::size_t n, G&& g) noexcept {
+  alignas(64) float ba[half_block];
+  alignas(64) float bb[half_block];
+  for (std::size_t o = 0; o < n; o += half_block) {
+    const std::size_t len = std::min(half_block, n - o);
+    widen_block<A>(a + o, ba, len);
+    widen_block<A>(b + o, bb, len);
+    g(static_cast<float*>(ba), static_cast<float*>(bb), o, len);
+  }
+}
+
+// sum_map2 and map2 of backward.hpp over the widened blocks.
+template <class A, class H, class F>
+double sum_map2_half(const H* a, const H* b, std::size_t n, F&& f) noexcept {
+  double s = 0;
+  for_each_widened2<A>(a, b, n, [&](float* p, float* q, std::size_t, std::size_t len) { s += sum_map2<A>(p, q, len, f); });
+  return s;
+}
+template <class A, class H, class F>
+void map2_half(const H* a, const H* b, H* out, std::size_t n, F&& f) noexcept {
+  for_each_widened2<A>(a, b, n, [&](float* p, float* q, std::size_t o, std::size_t len) {
+    map2<A>(p, q, p, len, f);
+    narrow_block<A>(p, out + o, len);
+  });
+}
+
+template <class A, class H>
+void softmax_backward_half(const H* y, const H* dy, H* dx, std::size_t n) noexcept {
+  using B = xsimd::batch<float, A>;
+  if (n == 0) return;
+  const double dot = sum_map2_half<A>(y, dy, n, [](B p, B q) { return mul_normal<A, float>(p, q); });
+  const softmax_backward_term<A, float> term(finite_mean<float>(dot));
+  map2_half<A>(y, dy, dx, n, [&](B p, B q) { return term(p, q); });
+}
+
+template <class A, class H>
+void log_softmax_backward_half(const H* y, const H* dy, H* dx, std::size_t n) noexcept {
+  using B = xsimd::batch<float, A>;
+  if (n == 0) return;
+  const float t = static_cast<float>(sum_map2_half<A>(y, dy, n, [](B, B q) { return q; }));
+  const B tb(t);
+  // as log_softmax_backward: t e^y folded into the exp (no subnormal
+  // product), or the plain product's IEEE results for an inf or NaN total
+  if (t - t != 0.0f) {
+    const shifted_exp<A, float, false> ex(0.0f);
+    return map2_half<A>(y, dy, dx, n, [&](B p, B q) { return xsimd::fnma(ex(p), tb, q); });
+  }
+  const shifted_exp<A, float, false> ex(0.0f, t);
+  map2_half<A>(y, dy, dx, n, [&](B p, B q) { return q - ex(p); });
 }
 
 // Bulk conversions (smax::convert): float <-> 16-bit, or 16-bit -> float.

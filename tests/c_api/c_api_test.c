@@ -157,6 +157,39 @@ static void errors(void) {
   CHECK(smax_gumbel_row_seed(5, 0) != smax_gumbel_row_seed(5, 1));
 }
 
+/* bf16 / f16: self-checked (no reference records): the 16-bit softmax is the
+ * float softmax of the 16-bit inputs rounded once (within one 16-bit ulp),
+ * the _to_f32 form within 1e-6 of it; null arrays are SMAX_EINVAL. */
+static float absf(float v) { return v < 0 ? -v : v; }
+static void half16(void) {
+  enum { N = 37 };
+  float x[N], back[N], ref[N], yf[N];
+  uint16_t h[N], yh[N];
+  int kind, i;
+  for (i = 0; i < N; ++i) x[i] = (float)((i * 7) % 23) * 0.37f - 4.0f;
+  for (kind = 0; kind < 2; ++kind) {
+    const float ulp = kind ? 1.0f / 2048 : 1.0f / 256; /* relative, f16 and bf16 */
+    OK(kind ? smax_convert_f32_to_f16(x, h, N) : smax_convert_f32_to_bf16(x, h, N));
+    OK(kind ? smax_convert_f16_to_f32(h, back, N) : smax_convert_bf16_to_f32(h, back, N));
+    for (i = 0; i < N; ++i) CHECK(absf(back[i] - x[i]) <= absf(x[i]) * ulp);
+    OK(smax_softmax_f32(back, ref, N, SMAX_AUTOMATIC));
+    OK(kind ? smax_softmax_f16(h, yh, N, SMAX_AUTOMATIC) : smax_softmax_bf16(h, yh, N, SMAX_AUTOMATIC));
+    OK(kind ? smax_convert_f16_to_f32(yh, back, N) : smax_convert_bf16_to_f32(yh, back, N));
+    for (i = 0; i < N; ++i) CHECK(absf(back[i] - ref[i]) <= ref[i] * ulp);
+    OK(kind ? smax_softmax_f16_to_f32(h, yf, N, SMAX_TWO_PASS) : smax_softmax_bf16_to_f32(h, yf, N, SMAX_TWO_PASS));
+    for (i = 0; i < N; ++i) CHECK(absf(yf[i] - ref[i]) <= ref[i] * 1e-6f);
+    OK(kind ? smax_log_softmax_f16(h, yh, N) : smax_log_softmax_bf16(h, yh, N));
+    OK(kind ? smax_softmax_batched_f16(h, N, yh, N, 1, N, SMAX_AUTOMATIC, 2)
+            : smax_softmax_batched_bf16(h, N, yh, N, 1, N, SMAX_AUTOMATIC, 2));
+    OK(kind ? smax_convert_f16_to_f32(yh, back, N) : smax_convert_bf16_to_f32(yh, back, N));
+    for (i = 0; i < N; ++i) CHECK(absf(back[i] - ref[i]) <= ref[i] * ulp);
+    OK(kind ? smax_softmax_backward_f16(yh, h, h, N) : smax_softmax_backward_bf16(yh, h, h, N));
+    CHECK((kind ? smax_softmax_f16(NULL, yh, N, SMAX_AUTOMATIC) : smax_softmax_bf16(NULL, yh, N, SMAX_AUTOMATIC)) ==
+          SMAX_EINVAL);
+    CHECK((kind ? smax_convert_f16_to_f32(h, NULL, N) : smax_convert_bf16_to_f32(h, NULL, N)) == SMAX_EINVAL);
+  }
+}
+
 int main(int argc, char** argv) {
   const char* isas[8];
   size_t count, k;
@@ -173,6 +206,7 @@ int main(int argc, char** argv) {
     CHECK(strcmp(smax_active_isa(), isas[k]) == 0);
     run_f32();
     run_f64();
+    half16();
   }
   {
     char extra;
