@@ -175,7 +175,8 @@ SMAX_INLINE xsimd::batch<float, A> widen(const H* p) noexcept {
 }
 
 // bf16_from_bits per lane. The NaN test compares as signed: both sides are
-// below 2^31 (xsimd 8.1 emulates unsigned compares on x86, slowly).
+// below 2^31, and xsimd 8.1 has no SSE2/AVX2 kernel for an unsigned 32-bit
+// compare (it takes its generic path).
 template <class A>
 SMAX_INLINE xsimd::batch<std::uint32_t, A> bf16_round_bits(xsimd::batch<float, A> v) noexcept {
   using U = xsimd::batch<std::uint32_t, A>;
@@ -195,7 +196,7 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
   if constexpr (std::is_base_of<xsimd::avx512f, A>::value) {
     __m256i h;
     if constexpr (bf) {
-      // bf16_round_bits in intrinsics: xsimd 8.1's unsigned compare is slow
+      // bf16_round_bits in AVX-512 intrinsics: a compare to a mask, one blend
       const __m512i u = _mm512_castps_si512(v);
       const __m512i hi = _mm512_srli_epi32(u, 16);
       const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
