@@ -653,6 +653,33 @@ void register_threaded(const kernel<T>& k, const std::string& isa, bool route_is
   }
 }
 
+// A peer's 16-bit softmax, "<name>/<bf16|fp16>/native/<n>" at the sizes of
+// register_half_sizes: run(x, y, n) on n 16-bit logits may throw when the
+// peer has no kernel for H; the first call (the output check's) catches it,
+// and the check then skips the entry before any timed call. Timed with the
+// finite check only (see half_sum_check).
+template <class H>
+void register_half_peer(const std::string& name, std::function<void(const H*, H*, std::size_t)> run) {
+  kernel<float> k;
+  k.name = name;
+  k.label = "peer";
+  k.traffic = {3, 2};
+  auto refused = std::make_shared<std::string>();
+  k.run = [run, refused, name](const float* x, float* y, std::size_t m) {
+    if (!refused->empty()) return;
+    try {
+      run(half_input<H>(x), reinterpret_cast<H*>(y), 2 * m);
+    } catch (const std::exception& e) {
+      *refused = name + ": " + std::string(e.what()).substr(0, 80);
+    }
+  };
+  k.check = [refused](const float* x, const float* y, std::size_t m) -> std::string {
+    if (!refused->empty()) return *refused;
+    return half_sum_check<H>(x, y, m, false);
+  };
+  register_half_sizes<H>(k, "native", false);
+}
+
 // 16-bit rows: "<k.name>/<bf16|fp16>/<isa>/<rows>/<cols>/threads:<t>/real_time"
 // with cols 16-bit elements per row; k.run_threaded gets the float slots'
 // shape (rows, cols / 2: the same bytes) and passes half_input<H>(x) on.

@@ -81,29 +81,11 @@ void dnnl_run(const void* x, void* y, std::size_t rows, std::size_t cols, int th
 
 // oneDNN's bf16 and f16 softmax beside smax's (bench_half.cpp): the same
 // 16-bit logits, "onednn/softmax16/<bf16|fp16>/native/<n>". A data type this
-// build of oneDNN has no CPU kernel for reports the error and is skipped.
+// build of oneDNN has no CPU kernel for throws, and the entry is skipped.
 template <class H>
 void register_onednn_half(dnnl::memory::data_type type) {
-  smax_bench::kernel<float> k;
-  k.name = "onednn/softmax16";
-  k.label = "peer";
-  k.traffic = {3, 2};
-  // The first call (the output check's) catches oneDNN's refusal; the
-  // check then skips the benchmark before any timed call.
-  auto refused = std::make_shared<std::string>();
-  k.run = [type, refused](const float* x, float* y, std::size_t m) {
-    if (!refused->empty()) return;
-    try {
-      dnnl_run(smax_bench::half_input<H>(x), y, 1, 2 * m, 1, type);
-    } catch (const std::exception& e) {
-      *refused = std::string("oneDNN: ") + e.what();
-    }
-  };
-  k.check = [refused](const float* x, const float* y, std::size_t m) -> std::string {
-    if (!refused->empty()) return *refused;
-    return smax_bench::half_sum_check<H>(x, y, m, false);
-  };
-  smax_bench::register_half_sizes<H>(k, "native", false);
+  smax_bench::register_half_peer<H>("onednn/softmax16",
+                                    [type](const H* x, H* y, std::size_t n) { dnnl_run(x, y, 1, n, 1, type); });
 }
 
 SMAX_BENCH_REGISTER(peer_onednn) {

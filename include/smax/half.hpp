@@ -247,9 +247,9 @@ SMAX_INLINE void widen_block(const H* src, float* dst, std::size_t n) noexcept {
     std::memcpy(dst, src, n * sizeof(float));
   } else {
     constexpr std::size_t W = xsimd::batch<float, A>::size;
-    std::size_t i = 0;
-    for (; i + W <= n; i += W) widen<A>(src + i).store_unaligned(dst + i);
-    for (; i < n; ++i) dst[i] = to_float(src[i]);
+    const std::size_t body = n - n % W;
+    for (std::size_t i = 0; i < body; i += W) widen<A>(src + i).store_unaligned(dst + i);
+    for (std::size_t i = body; i < n; ++i) dst[i] = to_float(src[i]);
   }
 }
 template <class A, class H>
@@ -258,9 +258,9 @@ SMAX_INLINE void narrow_block(const float* src, H* dst, std::size_t n) noexcept 
     if (dst != src) std::memcpy(dst, src, n * sizeof(float));
   } else {
     constexpr std::size_t W = xsimd::batch<float, A>::size;
-    std::size_t i = 0;
-    for (; i + W <= n; i += W) narrow<A>(dst + i, xsimd::batch<float, A>::load_unaligned(src + i));
-    for (; i < n; ++i) dst[i] = H(src[i]);
+    const std::size_t body = n - n % W;
+    for (std::size_t i = 0; i < body; i += W) narrow<A>(dst + i, xsimd::batch<float, A>::load_unaligned(src + i));
+    for (std::size_t i = body; i < n; ++i) dst[i] = H(src[i]);
   }
 }
 

@@ -54,14 +54,6 @@ void softmax_nonfinite_half(const H* x, Y* y, std::size_t n, bool log) noexcept 
   for (std::size_t i = 0; i < n; ++i) y[i] = (to_float(x[i]) == inf) ? share : rest;
 }
 
-// Prefetches the lines of 4 vectors' worth of 16-bit values at p (the
-// bytes of 2 float vectors), prefetch_bytes<A> ahead.
-template <class A, class H>
-SMAX_INLINE void prefetch_half(const H* p) noexcept {
-  static_assert(sizeof(H) == 2, "16-bit types only");
-  prefetch_ahead<A, 2>(reinterpret_cast<const float*>(p));
-}
-
 template <class A, class Y>
 SMAX_INLINE void put_float(Y* p, xsimd::batch<float, A> v) noexcept {
   if constexpr (std::is_same<Y, float>::value)
@@ -78,7 +70,7 @@ SMAX_INLINE void map_half_plain(const H* x, Y* y, std::size_t n, F& f, bool far)
   constexpr std::size_t W = B::size;
   std::size_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
-    if (far) prefetch_half<A>(x + i);
+    if (far) prefetch_as<A, 4, float>(x + i);
     B v[4];
 #pragma GCC unroll 4
     for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + u * W);
@@ -114,7 +106,7 @@ SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f) noexcept {
       alignas(64) Y stage[C];
       for (; i + C <= n; i += C) {
         for (std::size_t k = 0; k < C; k += 4 * W) {
-          prefetch_half<A>(x + i + k);
+          prefetch_as<A, 4, float>(x + i + k);
           B v[4];
 #pragma GCC unroll 4
           for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + k + u * W);
@@ -145,7 +137,7 @@ SMAX_INLINE void for_each_widened(const H* x, std::size_t n, G&& g) noexcept {
     const H* p = x + o;
     std::size_t i = 0;
     for (; i + 4 * W <= len; i += 4 * W) {
-      if (far) prefetch_half<A>(p + i);
+      if (far) prefetch_as<A, 4, float>(p + i);
 #pragma GCC unroll 4
       for (std::size_t u = 0; u < 4; ++u) widen<A>(p + i + u * W).store_aligned(buf + i + u * W);
     }
@@ -317,19 +309,13 @@ void log_softmax_backward_half(const H* y, const H* dy, H* dx, std::size_t n) no
   map2_half<A>(y, dy, dx, n, [&](B p, B q) { return q - ex(p); });
 }
 
-// Bulk conversions (smax::convert): float <-> 16-bit, or 16-bit -> float.
+// Bulk conversions (smax::convert): float to 16-bit, or 16-bit to float.
 template <class A, class S, class D>
 void convert(const S* src, D* dst, std::size_t n) noexcept {
-  using B = xsimd::batch<float, A>;
-  constexpr std::size_t W = B::size;
-  const std::size_t body = n - n % W;
-  for (std::size_t i = 0; i < body; i += W) {
-    if constexpr (std::is_same<S, float>::value)
-      narrow<A>(dst + i, B::load_unaligned(src + i));
-    else
-      widen<A>(src + i).store_unaligned(dst + i);
-  }
-  for (std::size_t i = body; i < n; ++i) dst[i] = from_float<D>(to_float(src[i]));
+  if constexpr (std::is_same<S, float>::value)
+    narrow_block<A>(src, dst, n);
+  else
+    widen_block<A>(src, dst, n);
 }
 
 }  // namespace detail
