@@ -26,20 +26,39 @@
 
 #include "backward.hpp"
 #include "batched.hpp"
+#include "half.hpp"
 #include "losses.hpp"
 #include "softmax.hpp"
 
 namespace smax {
 
-// Options of softmax / log_softmax / softmax_backward on one vector.
+namespace detail {
+// The options' scalars: T itself, float for the 16-bit types.
+template <class T>
+struct option_scalar {
+  using type = T;
+};
+template <>
+struct option_scalar<bf16> {
+  using type = float;
+};
+template <>
+struct option_scalar<fp16> {
+  using type = float;
+};
+}  // namespace detail
+
+// Options of softmax / log_softmax / softmax_backward on one vector (S is
+// T, or float for bf16 / fp16).
 template <class T>
 struct softmax_options {
-  T scale = 1;                                          // z = scale * x (finite)
-  T softcap = 0;                                        // > 0: z = softcap * tanh(z / softcap)
+  using S = typename detail::option_scalar<T>::type;
+  S scale = 1;                                          // z = scale * x (finite)
+  S softcap = 0;                                        // > 0: z = softcap * tanh(z / softcap)
   const T* mask = nullptr;                              // additive: z += mask_scale * mask[i] (-inf masks)
-  T mask_scale = 1;                                     // an ALiBi slope, or 1 (finite)
+  S mask_scale = 1;                                     // an ALiBi slope, or 1 (finite)
   std::size_t length = SIZE_MAX;                        // entries i >= length are masked (causal, padding)
-  T sink = -std::numeric_limits<T>::infinity();         // an extra logit in the denominator only (not NaN, not +inf)
+  S sink = -std::numeric_limits<S>::infinity();         // an extra logit in the denominator only (not NaN, not +inf)
 };
 
 // Per-row valid lengths of the batched form: an array (one per row), or

@@ -17,6 +17,7 @@
 #include "losses.hpp"
 #include "config.hpp"
 #include "half.hpp"
+#include "half_family.hpp"
 #include "sampling.hpp"
 #include "multimax_params.hpp"
 
@@ -203,6 +204,112 @@ void sample(matrix_view<const double> logits, std::size_t* out, const sampling& 
 SMAX_DYNAMIC_SEEDS_DECLS(float, 0.0f)
 SMAX_DYNAMIC_SEEDS_DECLS(double, 0.0)
 #undef SMAX_DYNAMIC_SEEDS_DECLS
+
+// The rest of the family on bf16 / fp16 (see smax.hpp, "the rest of the
+// family on bf16 / fp16"): widened with the dispatched convert, the
+// dispatched float kernel, each output rounded once. Defined here, inline:
+// they add nothing to the per-ISA objects.
+}  // namespace dynamic
+namespace detail {
+struct dynamic_conversion {
+  template <class H>
+  static void widen(const H* src, float* dst, std::size_t n) noexcept {
+    dynamic::convert(src, dst, n);
+  }
+  template <class H>
+  static void narrow(const float* src, H* dst, std::size_t n) noexcept {
+    dynamic::convert(src, dst, n);
+  }
+};
+}  // namespace detail
+namespace dynamic {
+
+#define SMAX_DYNAMIC_HALF_SINGLE(H, ret, name, params, args)                                                   \
+  inline ret name params {                                                                                    \
+    return detail::call_widened<detail::dynamic_conversion, H>(                                               \
+        n, [](auto... a) -> ret { return name(a...); }, SMAX_HALF_PARENS args);                               \
+  }
+#define SMAX_DYNAMIC_HALF_XY(H, name, params, args)                                                            \
+  inline void name(matrix_view<const H> x, matrix_view<H> y SMAX_HALF_PARENS params, executor* ex = nullptr) { \
+    name(matrix_view<const float>(nullptr, 0, x.cols), matrix_view<float>(nullptr, 0, x.cols)                 \
+             SMAX_HALF_PARENS args);                                                                          \
+    detail::check_shapes("smax::" #name, x, y);                                                               \
+    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
+      name(static_cast<const H*>(x.row(r)), y.row(r), x.cols SMAX_HALF_PARENS args);                          \
+    });                                                                                                       \
+  }
+#define SMAX_DYNAMIC_HALF_YDYDX(H, name, a, params, args)                                                      \
+  inline void name(matrix_view<const H> a, matrix_view<const H> dy, matrix_view<H> dx SMAX_HALF_PARENS params, \
+                   executor* ex = nullptr) {                                                                  \
+    const matrix_view<const float> none(nullptr, 0, dx.cols);                                                 \
+    name(none, none, matrix_view<float>(nullptr, 0, dx.cols) SMAX_HALF_PARENS args);                          \
+    detail::check_shapes("smax::" #name, a, dx, #a, "dx");                                                    \
+    detail::check_shapes("smax::" #name, dy, dx, "dy", "dx");                                                 \
+    detail::for_each_half_row(dx.rows, dx.cols, ex, [&](std::size_t r) {                                      \
+      name(a.row(r), dy.row(r), dx.row(r), dx.cols SMAX_HALF_PARENS args);                                    \
+    });                                                                                                       \
+  }
+#define SMAX_DYNAMIC_HALF_XYDYDX(H, name, params, args)                                                        \
+  inline void name(matrix_view<const H> x, matrix_view<const H> y, matrix_view<const H> dy, matrix_view<H> dx  \
+                       SMAX_HALF_PARENS params,                                                               \
+                   executor* ex = nullptr) {                                                                  \
+    const matrix_view<const float> none(nullptr, 0, dx.cols);                                                 \
+    name(none, none, none, matrix_view<float>(nullptr, 0, dx.cols) SMAX_HALF_PARENS args);                    \
+    detail::check_shapes("smax::" #name, x, dx, "x", "dx");                                                   \
+    detail::check_shapes("smax::" #name, y, dx, "y", "dx");                                                   \
+    detail::check_shapes("smax::" #name, dy, dx, "dy", "dx");                                                 \
+    detail::for_each_half_row(dx.rows, dx.cols, ex, [&](std::size_t r) {                                      \
+      name(x.row(r), y.row(r), dy.row(r), dx.row(r), dx.cols SMAX_HALF_PARENS args);                          \
+    });                                                                                                       \
+  }
+#define SMAX_DYNAMIC_HALF(H)                                                                                   \
+  SMAX_HALF_FAMILY(H, SMAX_DYNAMIC_HALF_SINGLE)                                                               \
+  SMAX_HALF_BATCHED_XY(H, SMAX_DYNAMIC_HALF_XY)                                                               \
+  SMAX_HALF_BATCHED_YDYDX(H, SMAX_DYNAMIC_HALF_YDYDX)                                                         \
+  SMAX_HALF_BATCHED_XYDYDX(H, SMAX_DYNAMIC_HALF_XYDYDX)                                                       \
+  inline void topk_softmax(const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index) {        \
+    detail::check_topk(n, k);                                                                                 \
+    detail::call_widened_topk<detail::dynamic_conversion>(                                                    \
+        x, n, k, probs, index,                                                                                \
+        [](const float* xf, std::size_t m, std::size_t kk, float* pf, std::uint32_t* ix) {                    \
+          topk_softmax(xf, m, kk, pf, ix);                                                                    \
+        });                                                                                                   \
+  }                                                                                                           \
+  inline void softmax(const H* x, H* y, std::size_t n, const softmax_options<H>& o) {                         \
+    detail::call_widened_options<detail::dynamic_conversion>(                                                 \
+        n, o, [n](const float* xf, float* yf, const softmax_options<float>& fo) { softmax(xf, yf, n, fo); },   \
+        x, y);                                                                                                \
+  }                                                                                                           \
+  inline void log_softmax(const H* x, H* y, std::size_t n, const softmax_options<H>& o) {                     \
+    detail::call_widened_options<detail::dynamic_conversion>(                                                 \
+        n, o,                                                                                                 \
+        [n](const float* xf, float* yf, const softmax_options<float>& fo) { log_softmax(xf, yf, n, fo); }, x, \
+        y);                                                                                                   \
+  }                                                                                                           \
+  inline void softmax_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n,                     \
+                               const softmax_options<H>& o) {                                                 \
+    detail::call_widened_options<detail::dynamic_conversion>(                                                 \
+        n, o,                                                                                                 \
+        [n](const float* xf, const float* yf, const float* dyf, float* dxf, const softmax_options<float>& fo) { \
+          softmax_backward(xf, yf, dyf, dxf, n, fo);                                                          \
+        },                                                                                                    \
+        x, y, dy, dx);                                                                                        \
+  }                                                                                                           \
+  inline void gumbel_softmax(matrix_view<const H> logits, matrix_view<H> y, float tau, std::uint64_t seed,    \
+                             bool hard = false, executor* ex = nullptr) {                                     \
+    gumbel_softmax(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), 0, tau, seed, hard);     \
+    detail::check_shapes("smax::gumbel_softmax", logits, y);                                                  \
+    detail::for_each_half_row(logits.rows, logits.cols, ex, [&](std::size_t r) {                              \
+      gumbel_softmax(logits.row(r), y.row(r), logits.cols, tau, gumbel_row_seed(seed, r), hard);              \
+    });                                                                                                       \
+  }
+SMAX_DYNAMIC_HALF(bf16)
+SMAX_DYNAMIC_HALF(fp16)
+#undef SMAX_DYNAMIC_HALF
+#undef SMAX_DYNAMIC_HALF_SINGLE
+#undef SMAX_DYNAMIC_HALF_XY
+#undef SMAX_DYNAMIC_HALF_YDYDX
+#undef SMAX_DYNAMIC_HALF_XYDYDX
 
 }  // namespace dynamic
 }  // namespace smax

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
 
 namespace smax {
 
@@ -14,5 +15,13 @@ struct sampling {
   float top_p = 1;
   float min_p = 0;
 };
+
+namespace detail {
+// topk_softmax's arguments (k of n, 32-bit indices).
+inline void check_topk(std::size_t n, std::size_t k) {
+  if (k > n) throw std::invalid_argument("smax::topk_softmax: k must be <= n");
+  if (k > 0 && n > std::size_t(0xFFFFFFFFu)) throw std::invalid_argument("smax::topk_softmax: n must be below 2^32");
+}
+}  // namespace detail
 
 }  // namespace smax

@@ -10,8 +10,8 @@
 //   smax::dynamic::softmax(x, y, n)         the best ISA the CPU has among those
 //                                           compiled in: see smax/dynamic.hpp
 //
-// for T = float and double (softmax and log_softmax also take bf16 / fp16
-// logits: "16-bit logits" below, docs/half.md). x and y may be the same pointer (in place); no
+// for T = float and double, and bf16 / fp16 arrays ("16-bit logits" and "the
+// rest of the family on bf16 / fp16" below, docs/half.md). x and y may be the same pointer (in place); no
 // alignment is needed; n may be any size, 0 included (nothing is read or
 // written). Overlapping but unequal x and y is undefined.
 //
@@ -41,6 +41,7 @@
 #include "seeds.hpp"
 #include "softmax.hpp"
 #include "softmax_half.hpp"
+#include "half_family.hpp"
 #include "softpick.hpp"
 #include "sparse.hpp"
 #include "ssmax.hpp"
@@ -860,8 +861,7 @@ void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
 // std::invalid_argument. k = 0 writes nothing.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void topk_softmax(A, const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index) {
-  if (k > n) throw std::invalid_argument("smax::topk_softmax: k must be <= n");
-  if (k > 0 && n > std::size_t(0xFFFFFFFFu)) throw std::invalid_argument("smax::topk_softmax: n must be below 2^32");
+  detail::check_topk(n, k);
   detail::topk_softmax<A>(x, n, k, probs, index);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
@@ -1139,5 +1139,176 @@ SMAX_SEEDS_BATCHED_BACKWARD(asentmax_backward, detail::check_asentmax("smax::ase
                             (detail::nodeduce_t<T> alpha, detail::nodeduce_t<T> s, detail::nodeduce_t<T> b), (alpha, s, b))
 #undef SMAX_SEEDS_BATCHED_BACKWARD
 #undef SMAX_SEEDS_EXPAND
+
+// ------------------------------------- the rest of the family on bf16 / fp16 --
+// (half_family.hpp) Every function above without a 16-bit kernel of its own
+// takes bf16 or fp16 arrays too, scalar parameters float: the 16-bit arrays
+// are widened to float, the float kernel runs, each output is rounded once
+// (within one 16-bit ulp of the float kernel's result; special values and
+// bad arguments exactly as for float, nothing written before the checks).
+// Rows up to 2^18 use this thread's kept workspace; longer rows allocate
+// for the call (std::bad_alloc if that fails). The list: SMAX_HALF_FAMILY.
+// Three spellings, as the float forms: an arch tag, the default arch, and
+// smax::dynamic:: (dynamic.hpp). (The enable_if sits in the return type:
+// the float forms' template heads have the same shape.)
+#define SMAX_HALF_SINGLE(H_, ret, name, params, args)                                                           \
+  template <class A, class H>                                                                                   \
+  std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, ret> name(A, SMAX_HALF_PARENS params) {       \
+    return detail::call_widened<detail::arch_conversion<A>, H>(                                                 \
+        n, [](auto... a) -> ret { return name(A{}, a...); }, SMAX_HALF_PARENS args);                            \
+  }                                                                                                             \
+  template <class H, class DefaultArch = xsimd::default_arch>                                                   \
+  std::enable_if_t<detail::is_half_v<H>, ret> name(SMAX_HALF_PARENS params) {                                   \
+    return name(DefaultArch{}, SMAX_HALF_PARENS args);                                                          \
+  }
+SMAX_HALF_FAMILY(H, SMAX_HALF_SINGLE)
+#undef SMAX_HALF_SINGLE
+
+// The k largest entries of softmax(x) as topk_softmax (probs: k 16-bit
+// values, each rounded once; index as for float).
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> topk_softmax(A, const H* x, std::size_t n,
+                                                                            std::size_t k, H* probs,
+                                                                            std::uint32_t* index) {
+  detail::check_topk(n, k);
+  detail::call_widened_topk<detail::arch_conversion<A>>(
+      x, n, k, probs, index,
+      [](const float* xf, std::size_t m, std::size_t kk, float* pf, std::uint32_t* ix) { topk_softmax(A{}, xf, m, kk, pf, ix); });
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> topk_softmax(const H* x, std::size_t n, std::size_t k, H* probs,
+                                                    std::uint32_t* index) {
+  topk_softmax(DefaultArch{}, x, n, k, probs, index);
+}
+
+// softmax, log_softmax and softmax_backward with the attention options on
+// 16-bit x (and mask): the float forms on the widened arrays, each output
+// rounded once; the options' scalars are float.
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> softmax(
+    A, const H* x, H* y, std::size_t n, const softmax_options<detail::nodeduce_t<H>>& o) {
+  detail::call_widened_options<detail::arch_conversion<A>>(
+      n, o, [n](const float* xf, float* yf, const softmax_options<float>& fo) { softmax(A{}, xf, yf, n, fo); }, x, y);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> softmax(const H* x, H* y, std::size_t n,
+                                               const softmax_options<detail::nodeduce_t<H>>& o) {
+  softmax(DefaultArch{}, x, y, n, o);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> log_softmax(
+    A, const H* x, H* y, std::size_t n, const softmax_options<detail::nodeduce_t<H>>& o) {
+  detail::call_widened_options<detail::arch_conversion<A>>(
+      n, o, [n](const float* xf, float* yf, const softmax_options<float>& fo) { log_softmax(A{}, xf, yf, n, fo); },
+      x, y);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> log_softmax(const H* x, H* y, std::size_t n,
+                                                   const softmax_options<detail::nodeduce_t<H>>& o) {
+  log_softmax(DefaultArch{}, x, y, n, o);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> softmax_backward(
+    A, const H* x, const H* y, const H* dy, H* dx, std::size_t n, const softmax_options<detail::nodeduce_t<H>>& o) {
+  detail::call_widened_options<detail::arch_conversion<A>>(
+      n, o,
+      [n](const float* xf, const float* yf, const float* dyf, float* dxf, const softmax_options<float>& fo) {
+        softmax_backward(A{}, xf, yf, dyf, dxf, n, fo);
+      },
+      x, y, dy, dx);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> softmax_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n,
+                                                        const softmax_options<detail::nodeduce_t<H>>& o) {
+  softmax_backward(DefaultArch{}, x, y, dy, dx, n, o);
+}
+
+// Batched: every row the single-row 16-bit form; the float batched form's
+// checks (on no rows of the same width) run first.
+#define SMAX_HALF_BATCHED_XY_CODE(H_, name, params, args)                                                       \
+  template <class A, class H>                                                                                   \
+  std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(                                          \
+      A, matrix_view<const detail::nodeduce_t<H>> x, matrix_view<H> y SMAX_HALF_PARENS params,                  \
+      executor* ex = nullptr) {                                                                                 \
+    name(A{}, matrix_view<const float>(nullptr, 0, x.cols), matrix_view<float>(nullptr, 0, x.cols)              \
+                  SMAX_HALF_PARENS args);                                                                       \
+    detail::check_shapes("smax::" #name, x, y);                                                                 \
+    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                          \
+      name(A{}, x.row(r), y.row(r), x.cols SMAX_HALF_PARENS args);                                              \
+    });                                                                                                         \
+  }                                                                                                             \
+  template <class H, class DefaultArch = xsimd::default_arch>                                                   \
+  std::enable_if_t<detail::is_half_v<H>> name(matrix_view<const detail::nodeduce_t<H>> x,                       \
+                                              matrix_view<H> y SMAX_HALF_PARENS params, executor* ex = nullptr) { \
+    name(DefaultArch{}, x, y SMAX_HALF_PARENS args, ex);                                                        \
+  }
+SMAX_HALF_BATCHED_XY(H, SMAX_HALF_BATCHED_XY_CODE)
+#undef SMAX_HALF_BATCHED_XY_CODE
+
+#define SMAX_HALF_BATCHED_YDYDX_CODE(H_, name, a, params, args)                                                 \
+  template <class A, class H>                                                                                   \
+  std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(                                          \
+      A, matrix_view<const detail::nodeduce_t<H>> a, matrix_view<const detail::nodeduce_t<H>> dy,               \
+      matrix_view<H> dx SMAX_HALF_PARENS params, executor* ex = nullptr) {                                      \
+    name(A{}, matrix_view<const float>(nullptr, 0, dx.cols), matrix_view<const float>(nullptr, 0, dx.cols),     \
+         matrix_view<float>(nullptr, 0, dx.cols) SMAX_HALF_PARENS args);                                        \
+    detail::check_shapes("smax::" #name, a, dx, #a, "dx");                                                      \
+    detail::check_shapes("smax::" #name, dy, dx, "dy", "dx");                                                   \
+    detail::for_each_half_row(dx.rows, dx.cols, ex, [&](std::size_t r) {                                        \
+      name(A{}, a.row(r), dy.row(r), dx.row(r), dx.cols SMAX_HALF_PARENS args);                                 \
+    });                                                                                                         \
+  }                                                                                                             \
+  template <class H, class DefaultArch = xsimd::default_arch>                                                   \
+  std::enable_if_t<detail::is_half_v<H>> name(matrix_view<const detail::nodeduce_t<H>> a,                       \
+                                              matrix_view<const detail::nodeduce_t<H>> dy,                      \
+                                              matrix_view<H> dx SMAX_HALF_PARENS params, executor* ex = nullptr) { \
+    name(DefaultArch{}, a, dy, dx SMAX_HALF_PARENS args, ex);                                                   \
+  }
+SMAX_HALF_BATCHED_YDYDX(H, SMAX_HALF_BATCHED_YDYDX_CODE)
+#undef SMAX_HALF_BATCHED_YDYDX_CODE
+
+#define SMAX_HALF_BATCHED_XYDYDX_CODE(H_, name, params, args)                                                   \
+  template <class A, class H>                                                                                   \
+  std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(                                          \
+      A, matrix_view<const detail::nodeduce_t<H>> x, matrix_view<const detail::nodeduce_t<H>> y,                \
+      matrix_view<const detail::nodeduce_t<H>> dy, matrix_view<H> dx SMAX_HALF_PARENS params,                   \
+      executor* ex = nullptr) {                                                                                 \
+    const matrix_view<const float> none(nullptr, 0, dx.cols);                                                   \
+    name(A{}, none, none, none, matrix_view<float>(nullptr, 0, dx.cols) SMAX_HALF_PARENS args);                 \
+    detail::check_shapes("smax::" #name, x, dx, "x", "dx");                                                     \
+    detail::check_shapes("smax::" #name, y, dx, "y", "dx");                                                     \
+    detail::check_shapes("smax::" #name, dy, dx, "dy", "dx");                                                   \
+    detail::for_each_half_row(dx.rows, dx.cols, ex, [&](std::size_t r) {                                        \
+      name(A{}, x.row(r), y.row(r), dy.row(r), dx.row(r), dx.cols SMAX_HALF_PARENS args);                       \
+    });                                                                                                         \
+  }                                                                                                             \
+  template <class H, class DefaultArch = xsimd::default_arch>                                                   \
+  std::enable_if_t<detail::is_half_v<H>> name(                                                                  \
+      matrix_view<const detail::nodeduce_t<H>> x, matrix_view<const detail::nodeduce_t<H>> y,                   \
+      matrix_view<const detail::nodeduce_t<H>> dy, matrix_view<H> dx SMAX_HALF_PARENS params,                   \
+      executor* ex = nullptr) {                                                                                 \
+    name(DefaultArch{}, x, y, dy, dx SMAX_HALF_PARENS args, ex);                                                \
+  }
+SMAX_HALF_BATCHED_XYDYDX(H, SMAX_HALF_BATCHED_XYDYDX_CODE)
+#undef SMAX_HALF_BATCHED_XYDYDX_CODE
+
+// gumbel_softmax: row r draws with gumbel_row_seed(seed, r), as for float.
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> gumbel_softmax(
+    A, matrix_view<const detail::nodeduce_t<H>> logits, matrix_view<H> y, float tau, std::uint64_t seed,
+    bool hard = false, executor* ex = nullptr) {
+  gumbel_softmax(A{}, static_cast<const float*>(nullptr), static_cast<float*>(nullptr), 0, tau, seed, hard);
+  detail::check_shapes("smax::gumbel_softmax", logits, y);
+  detail::for_each_half_row(logits.rows, logits.cols, ex, [&](std::size_t r) {
+    gumbel_softmax(A{}, logits.row(r), y.row(r), logits.cols, tau, gumbel_row_seed(seed, r), hard);
+  });
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> gumbel_softmax(matrix_view<const detail::nodeduce_t<H>> logits,
+                                                      matrix_view<H> y, float tau, std::uint64_t seed,
+                                                      bool hard = false, executor* ex = nullptr) {
+  gumbel_softmax(DefaultArch{}, logits, y, tau, seed, hard, ex);
+}
+
 
 }  // namespace smax

@@ -1,0 +1,295 @@
+// The rest of the family on bf16 / fp16 arrays (softmax, log_softmax and
+// their backward passes have their own streaming kernels: softmax_half.hpp).
+// Each 16-bit call widens its 16-bit arrays into float, runs the float
+// kernel (one body for every type), and rounds each output once: results
+// within one 16-bit ulp of the float kernel's, special values and errors as
+// the float forms have them, nothing written before the arguments are checked.
+// The float copies live in this thread's workspace (kept between calls, up
+// to half_cache_floats floats) or, for longer rows, in memory allocated for
+// the call (std::bad_alloc if that fails).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "attention.hpp"
+#include "batched.hpp"
+#include "half.hpp"
+
+namespace smax {
+namespace detail {
+
+// Floats kept per thread between 16-bit calls (4 MiB): four rows of 2^18.
+constexpr std::size_t half_cache_floats = std::size_t(1) << 20;
+
+// Room for one 16-bit call's float arrays, each start 64-byte aligned.
+class half_workspace {
+ public:
+  static constexpr std::size_t align_floats = 16;
+  static std::size_t room(std::size_t n) noexcept { return (n + align_floats - 1) / align_floats * align_floats; }
+
+  explicit half_workspace(std::size_t floats) {
+    cache& c = thread_cache();
+    if (floats <= half_cache_floats && !c.busy) {
+      if (c.capacity < floats) {
+        std::size_t cap = std::size_t(1) << 16;
+        while (cap < floats) cap *= 2;
+        c.buf.reset();
+        c.capacity = 0;
+        c.buf.reset(aligned_floats(cap));
+        c.capacity = cap;
+      }
+      c.busy = true;
+      cache_ = &c;
+      base_ = c.buf.get();
+    } else {  // a long row, or a call made while the cache is in use
+      owned_.reset(aligned_floats(floats));
+      base_ = owned_.get();
+    }
+  }
+  ~half_workspace() {
+    if (cache_) cache_->busy = false;
+  }
+  half_workspace(const half_workspace&) = delete;
+  half_workspace& operator=(const half_workspace&) = delete;
+
+  float* take(std::size_t n) noexcept {
+    float* p = base_ + used_;
+    used_ += room(n);
+    return p;
+  }
+
+ private:
+  struct aligned_delete {
+    void operator()(float* p) const noexcept { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  using buffer = std::unique_ptr<float[], aligned_delete>;
+  struct cache {
+    buffer buf;
+    std::size_t capacity = 0;
+    bool busy = false;
+  };
+  static cache& thread_cache() noexcept {
+    thread_local cache c;
+    return c;
+  }
+  static float* aligned_floats(std::size_t n) {
+    return static_cast<float*>(::operator new[](std::max<std::size_t>(n, 1) * sizeof(float), std::align_val_t(64)));
+  }
+
+  cache* cache_ = nullptr;
+  buffer owned_;
+  float* base_ = nullptr;
+  std::size_t used_ = 0;
+};
+
+// Widening and narrowing with one ISA's code (the dynamic forms use the
+// dispatched smax::dynamic::convert instead: dynamic.hpp).
+template <class A>
+struct arch_conversion {
+  template <class H>
+  static void widen(const H* src, float* dst, std::size_t n) noexcept {
+    widen_block<A>(src, dst, n);
+  }
+  template <class H>
+  static void narrow(const float* src, H* dst, std::size_t n) noexcept {
+    narrow_block<A>(src, dst, n);
+  }
+};
+
+// Maps one argument of a 16-bit call to the float kernel's: a const H* is
+// widened into the workspace, an H* gets a float array narrowed into it
+// afterwards, anything else passes as it is. Every array has n elements.
+template <class Conv, class H>
+class widened_arguments {
+ public:
+  widened_arguments(half_workspace& ws, std::size_t n) noexcept : ws_(ws), n_(n) {}
+  const float* operator()(const H* p) noexcept {
+    float* f = ws_.take(n_);
+    Conv::widen(p, f, n_);
+    return f;
+  }
+  float* operator()(H* p) noexcept {
+    float* f = ws_.take(n_);
+    out_f_[outs_] = f;
+    out_h_[outs_] = p;
+    ++outs_;
+    return f;
+  }
+  template <class U>
+  U operator()(U u) noexcept {
+    return u;
+  }
+  void narrow_outputs() noexcept {
+    for (int i = 0; i < outs_; ++i) Conv::narrow(out_f_[i], out_h_[i], n_);
+  }
+
+ private:
+  half_workspace& ws_;
+  std::size_t n_;
+  float* out_f_[2] = {};
+  H* out_h_[2] = {};
+  int outs_ = 0;
+};
+
+// kernel(float arguments...) on the 16-bit call's arguments; returns what
+// the kernel returns. The outputs are written only when the kernel returns.
+template <class Conv, class H, class K, class... Args>
+decltype(auto) call_widened(std::size_t n, K&& kernel, Args... args) {
+  constexpr std::size_t arrays =
+      (std::size_t(0) + ... + std::size_t(std::is_same<Args, const H*>::value || std::is_same<Args, H*>::value));
+  half_workspace ws(arrays * half_workspace::room(n));
+  widened_arguments<Conv, H> w(ws, n);
+  using R = decltype(kernel(w(args)...));
+  if constexpr (std::is_void<R>::value) {
+    kernel(w(args)...);
+    w.narrow_outputs();
+  } else {
+    R r = kernel(w(args)...);
+    w.narrow_outputs();
+    return r;
+  }
+}
+
+// The attention options' forms: the mask (when given) widened too, the
+// float options passed after the arrays.
+template <class Conv, class H, class K, class... Arrays>
+void call_widened_options(std::size_t n, const softmax_options<H>& o, K&& kernel, Arrays... arrays) {
+  half_workspace ws((sizeof...(Arrays) + (o.mask ? 1 : 0)) * half_workspace::room(n));
+  softmax_options<float> fo;
+  fo.scale = o.scale;
+  fo.softcap = o.softcap;
+  fo.mask_scale = o.mask_scale;
+  fo.length = o.length;
+  fo.sink = o.sink;
+  if (o.mask) {
+    float* m = ws.take(n);
+    Conv::widen(o.mask, m, n);
+    fo.mask = m;
+  }
+  widened_arguments<Conv, H> w(ws, n);
+  kernel(w(arrays)..., fo);
+  w.narrow_outputs();
+}
+
+// topk_softmax: probs has k elements, index stays 32-bit.
+template <class Conv, class H, class K>
+void call_widened_topk(const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index, K&& kernel) {
+  half_workspace ws(half_workspace::room(n) + half_workspace::room(k));
+  float* xf = ws.take(n);
+  float* pf = ws.take(k);
+  Conv::widen(x, xf, n);
+  kernel(xf, n, k, pf, index);
+  Conv::narrow(pf, probs, k);
+}
+
+// The batched 16-bit forms: f(r) for every row on the executor. The
+// arguments are checked before; the one exception a row can still raise
+// (std::bad_alloc for a long row's workspace) is caught in its task and
+// rethrown here once every task has ended.
+template <class F>
+void for_each_half_row(std::size_t rows, std::size_t cols, executor* ex, F&& f) {
+  std::exception_ptr failure;
+  std::mutex m;
+  for_each_row_index(rows, cols, default_executor(ex), [&](std::size_t r) {
+    try {
+      f(r);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(m);
+      if (!failure) failure = std::current_exception();
+    }
+  });
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace detail
+
+// ------------------------------------------------- 16-bit forms (the list) --
+// X(H, return type, name, parameters, arguments): every function of the
+// family that has no 16-bit kernel of its own, with H arrays and float
+// scalar parameters. The float kernel is the one called with the same
+// argument list on float arrays.
+#define SMAX_HALF_FAMILY(H, X)                                                                                   \
+  X(H, void, stablemax, (const H* x, H* y, std::size_t n), (x, y, n))                                            \
+  X(H, void, log_stablemax, (const H* x, H* y, std::size_t n), (x, y, n))                                        \
+  X(H, void, softpick, (const H* x, H* y, std::size_t n, float eps = 1e-8f), (x, y, n, eps))                    \
+  X(H, void, ssmax, (const H* x, H* y, std::size_t n, float s, float b = 0), (x, y, n, s, b))                    \
+  X(H, void, gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0),                  \
+    (g, n, seed, offset))                                                                                        \
+  X(H, void, gumbel_softmax,                                                                                     \
+    (const H* logits, H* y, std::size_t n, float tau, std::uint64_t seed, bool hard = false),                    \
+    (logits, y, n, tau, seed, hard))                                                                             \
+  X(H, void, stablemax_backward, (const H* x, const H* dy, H* dx, std::size_t n), (x, dy, dx, n))                \
+  X(H, void, softpick_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f),  \
+    (x, y, dy, dx, n, eps))                                                                                      \
+  X(H, void, sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))                                            \
+  X(H, void, entmax15, (const H* x, H* y, std::size_t n), (x, y, n))                                             \
+  X(H, void, entmax_bisect, (const H* x, H* y, std::size_t n, float alpha, int n_iter = 50),                     \
+    (x, y, n, alpha, n_iter))                                                                                    \
+  X(H, void, sparsemax_backward, (const H* y, const H* dy, H* dx, std::size_t n), (y, dy, dx, n))                \
+  X(H, void, entmax_backward, (const H* y, const H* dy, H* dx, std::size_t n, float alpha),                      \
+    (y, dy, dx, n, alpha))                                                                                       \
+  X(H, void, sigmoid_attention, (const H* x, H* y, std::size_t n, float b), (x, y, n, b))                        \
+  X(H, void, sa_softmax, (const H* x, H* y, std::size_t n, bool normalized = false), (x, y, n, normalized))      \
+  X(H, void, multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))               \
+  X(H, void, asentmax, (const H* x, H* y, std::size_t n, float alpha, float s, float b = 0),                     \
+    (x, y, n, alpha, s, b))                                                                                      \
+  X(H, void, sigmoid_attention_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float b),   \
+    (x, y, dy, dx, n, b))                                                                                        \
+  X(H, void, sa_softmax_backward,                                                                                \
+    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized = false),                        \
+    (x, y, dy, dx, n, normalized))                                                                               \
+  X(H, void, multimax_backward,                                                                                  \
+    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p), (x, y, dy, dx, n, p)) \
+  X(H, void, asentmax_backward,                                                                                  \
+    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float alpha, float s, float b = 0),              \
+    (x, y, dy, dx, n, alpha, s, b))                                                                              \
+  X(H, double, logsumexp, (const H* x, std::size_t n), (x, n))                                                   \
+  X(H, double, cross_entropy, (const H* x, std::size_t n, std::size_t target, float label_smoothing = 0),        \
+    (x, n, target, label_smoothing))                                                                             \
+  X(H, void, cross_entropy_backward,                                                                             \
+    (const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float label_smoothing = 0),             \
+    (x, n, target, dloss, dx, label_smoothing))                                                                  \
+  X(H, void, cross_entropy_backward,                                                                             \
+    (const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float label_smoothing,                  \
+     double logsumexp_x),                                                                                        \
+    (x, n, target, dloss, dx, label_smoothing, logsumexp_x))                                                     \
+  X(H, std::size_t, sample,                                                                                      \
+    (const H* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset = 0),           \
+    (logits, n, s, seed, offset))
+
+// Batched 16-bit forms, X(H, name, matrix parameters, scalar parameters,
+// scalar arguments, check): rows of the single-row form; the check (the
+// float form's own, on an empty row) runs once before any row.
+#define SMAX_HALF_PARENS(...) __VA_ARGS__
+#define SMAX_HALF_BATCHED_XY(H, X)                                                                                \
+  X(H, stablemax, (), ())                                                                                         \
+  X(H, log_stablemax, (), ())                                                                                     \
+  X(H, softpick, (, float eps = 1e-8f), (, eps))                                                                  \
+  X(H, ssmax, (, float s, float b = 0), (, s, b))                                                                 \
+  X(H, sparsemax, (), ())                                                                                         \
+  X(H, entmax15, (), ())                                                                                          \
+  X(H, entmax_bisect, (, float alpha, int n_iter = 50), (, alpha, n_iter))                                        \
+  X(H, sigmoid_attention, (, float b), (, b))                                                                     \
+  X(H, sa_softmax, (, bool normalized = false), (, normalized))                                                   \
+  X(H, multimax, (, const multimax_params& p), (, p))                                                             \
+  X(H, asentmax, (, float alpha, float s, float b = 0), (, alpha, s, b))
+#define SMAX_HALF_BATCHED_YDYDX(H, X)                                                                             \
+  X(H, sparsemax_backward, y, (), ())                                                                             \
+  X(H, entmax_backward, y, (, float alpha), (, alpha))                                                            \
+  X(H, stablemax_backward, x, (), ())
+#define SMAX_HALF_BATCHED_XYDYDX(H, X)                                                                            \
+  X(H, softpick_backward, (, float eps = 1e-8f), (, eps))                                                         \
+  X(H, sigmoid_attention_backward, (, float b), (, b))                                                            \
+  X(H, sa_softmax_backward, (, bool normalized = false), (, normalized))                                          \
+  X(H, multimax_backward, (, const multimax_params& p), (, p))                                                    \
+  X(H, asentmax_backward, (, float alpha, float s, float b = 0), (, alpha, s, b))
+
+}  // namespace smax

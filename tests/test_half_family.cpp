@@ -1,0 +1,389 @@
+// The rest of the family on bf16 / fp16 (half_family.hpp), every ISA: each
+// 16-bit output is the float kernel's result on the widened inputs rounded
+// once (the same bits), forward outputs within one 16-bit ulp of the double
+// kernel's, backward outputs within one ulp plus 2^-16 (1 + the row's
+// largest |dx|): where terms of size ~1 cancel, the float kernel's error is
+// relative to them, not to dx (n = 1 gives exact zeros in double);
+// in place, guards, batched rows (any executor, the same bits), rows longer
+// than the kept workspace, and bad arguments that write nothing.
+#include <smax/dynamic.hpp>
+#include <smax/parallel.hpp>
+#include <smax/smax.hpp>
+
+#include "common.hpp"
+#include "half_common.hpp"
+
+namespace {
+
+using smax::bf16;
+using smax::fp16;
+using smax_test::bits_of;
+using smax_test::format;
+using smax_test::isas;
+using smax_test::logits;
+using smax_test::ulp;
+using smax_test::use_isa;
+
+template <class P, class H>
+std::vector<P> widen_to(const std::vector<H>& h) {
+  std::vector<P> out(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) out[i] = static_cast<P>(static_cast<float>(h[i]));
+  return out;
+}
+
+template <class H>
+std::vector<H> narrow_from(const std::vector<float>& f) {
+  std::vector<H> out(f.size());
+  for (std::size_t i = 0; i < f.size(); ++i) out[i] = H(f[i]);
+  return out;
+}
+
+template <class H>
+bool same_bits(const std::vector<H>& a, const std::vector<H>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(H)) == 0);
+}
+
+enum class kind { forward, backward };
+
+// One function of the family: f(x, y, dy, out, n) on pointers to H, float or
+// double (unused inputs ignored); y is fwd(x) for backward passes.
+template <class H, class F, class Fwd>
+void check_function(const char* name, kind k, F&& f, Fwd&& fwd, double sigma = 2.0) {
+  const H guard = H::from_bits(0x7bcd);
+  std::vector<std::size_t> ns{1, 2, 7, 16, 33, 100, 1000, 4097};
+  if (smax_test::max_n() >= 300000) ns.push_back(270001);  // beyond the kept workspace
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : ns) {
+      INFO(name << " " << isa << " " << format<H>::name() << " n=" << n);
+      const std::vector<H> x = logits<H>(n, sigma, n + 5), dy = logits<H>(n, 1.0, n + 6);
+      std::vector<H> y(n);
+      fwd(static_cast<const H*>(x.data()), y.data(), n);
+      // the 16-bit call, between guards
+      std::vector<H> out(n + 2, guard);
+      f(x.data(), static_cast<const H*>(y.data()), dy.data(), out.data() + 1, n);
+      CHECK(bits_of(out[0]) == bits_of(guard));
+      CHECK(bits_of(out[n + 1]) == bits_of(guard));
+      const std::vector<H> got(out.begin() + 1, out.end() - 1);
+      // the float kernel on the widened inputs, rounded once: the same bits
+      const auto xf = widen_to<float>(x), yf = widen_to<float>(y), dyf = widen_to<float>(dy);
+      std::vector<float> of(n);
+      f(xf.data(), yf.data(), dyf.data(), of.data(), n);
+      CHECK(same_bits(got, narrow_from<H>(of)));
+      // the double kernel: within one 16-bit ulp (backward: plus 2^-16 (1 + max |dx|))
+      const auto xd = widen_to<double>(x), yd = widen_to<double>(y), dyd = widen_to<double>(dy);
+      std::vector<double> od(n);
+      f(xd.data(), yd.data(), dyd.data(), od.data(), n);
+      long double floor = 0;
+      if (k == kind::backward) {
+        for (double v : od) floor = std::max<long double>(floor, std::fabs(v));
+        floor = std::ldexp(1 + floor, -16);
+      }
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const long double e = od[i], g = static_cast<float>(got[i]);
+        if (e != e) {
+          bad += g == g;
+          continue;
+        }
+        const long double tol = (e != 0 ? ulp<H>(e) : 0.0L) + floor + 1e-30L;
+        bad += !(std::fabs(g - e) <= tol);
+      }
+      CHECK(bad == 0);
+      // in place over x (forward) or dy (backward): the same bits
+      if (k == kind::forward) {
+        std::vector<H> io = x;
+        f(io.data(), static_cast<const H*>(y.data()), dy.data(), io.data(), n);
+        CHECK(same_bits(io, got));
+      } else {
+        std::vector<H> io = dy;
+        f(x.data(), static_cast<const H*>(y.data()), io.data(), io.data(), n);
+        CHECK(same_bits(io, got));
+      }
+    }
+  }
+}
+
+template <class H>
+struct no_forward {
+  void operator()(const H*, H*, std::size_t) const {}
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("16-bit family: each forward is the float kernel rounded once, within one 16-bit ulp",
+                   "[half][family]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const no_forward<H> none;
+  check_function<H>("stablemax", kind::forward, [](auto x, auto, auto, auto o, std::size_t n) { d::stablemax(x, o, n); }, none);
+  check_function<H>("log_stablemax", kind::forward,
+                    [](auto x, auto, auto, auto o, std::size_t n) { d::log_stablemax(x, o, n); }, none);
+  check_function<H>("softpick", kind::forward, [](auto x, auto, auto, auto o, std::size_t n) { d::softpick(x, o, n, 1e-6f); }, none);
+  check_function<H>("ssmax", kind::forward, [](auto x, auto, auto, auto o, std::size_t n) { d::ssmax(x, o, n, 0.7f, 0.25f); }, none);
+  check_function<H>("sparsemax", kind::forward, [](auto x, auto, auto, auto o, std::size_t n) { d::sparsemax(x, o, n); }, none);
+  check_function<H>("entmax15", kind::forward, [](auto x, auto, auto, auto o, std::size_t n) { d::entmax15(x, o, n); }, none);
+  check_function<H>("entmax_bisect", kind::forward,
+                    [](auto x, auto, auto, auto o, std::size_t n) { d::entmax_bisect(x, o, n, 1.3f, 60); }, none);
+  check_function<H>("sigmoid_attention", kind::forward,
+                    [](auto x, auto, auto, auto o, std::size_t n) { d::sigmoid_attention(x, o, n, -0.5f); }, none);
+  check_function<H>("sa_softmax", kind::forward, [](auto x, auto, auto, auto o, std::size_t n) { d::sa_softmax(x, o, n); }, none);
+  check_function<H>("sa_softmax normalized", kind::forward,
+                    [](auto x, auto, auto, auto o, std::size_t n) { d::sa_softmax(x, o, n, true); }, none);
+  check_function<H>("multimax", kind::forward,
+                    [](auto x, auto, auto, auto o, std::size_t n) { d::multimax(x, o, n, smax::multimax_params{}); }, none);
+  check_function<H>("asentmax", kind::forward,
+                    [](auto x, auto, auto, auto o, std::size_t n) { d::asentmax(x, o, n, 1.5f, 0.5f, 0.1f); }, none);
+}
+
+TEMPLATE_TEST_CASE("16-bit family: each backward is the float kernel rounded once", "[half][family][backward]", bf16,
+                   fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const no_forward<H> none;
+  check_function<H>("stablemax_backward", kind::backward,
+                    [](auto x, auto, auto dy, auto o, std::size_t n) { d::stablemax_backward(x, dy, o, n); }, none);
+  check_function<H>("softpick_backward", kind::backward,
+                    [](auto x, auto y, auto dy, auto o, std::size_t n) { d::softpick_backward(x, y, dy, o, n, 1e-6f); },
+                    [](const H* x, H* y, std::size_t n) { d::softpick(x, y, n, 1e-6f); });
+  check_function<H>("sparsemax_backward", kind::backward,
+                    [](auto, auto y, auto dy, auto o, std::size_t n) { d::sparsemax_backward(y, dy, o, n); },
+                    [](const H* x, H* y, std::size_t n) { d::sparsemax(x, y, n); });
+  check_function<H>("entmax_backward", kind::backward,
+                    [](auto, auto y, auto dy, auto o, std::size_t n) { d::entmax_backward(y, dy, o, n, 1.5f); },
+                    [](const H* x, H* y, std::size_t n) { d::entmax15(x, y, n); });
+  check_function<H>("sigmoid_attention_backward", kind::backward,
+                    [](auto x, auto y, auto dy, auto o, std::size_t n) { d::sigmoid_attention_backward(x, y, dy, o, n, -0.5f); },
+                    [](const H* x, H* y, std::size_t n) { d::sigmoid_attention(x, y, n, -0.5f); });
+  check_function<H>("sa_softmax_backward", kind::backward,
+                    [](auto x, auto y, auto dy, auto o, std::size_t n) { d::sa_softmax_backward(x, y, dy, o, n, true); },
+                    [](const H* x, H* y, std::size_t n) { d::sa_softmax(x, y, n, true); });
+  check_function<H>("multimax_backward", kind::backward,
+                    [](auto x, auto y, auto dy, auto o, std::size_t n) {
+                      d::multimax_backward(x, y, dy, o, n, smax::multimax_params{});
+                    },
+                    [](const H* x, H* y, std::size_t n) { d::multimax(x, y, n, smax::multimax_params{}); });
+  check_function<H>("asentmax_backward", kind::backward,
+                    [](auto x, auto y, auto dy, auto o, std::size_t n) { d::asentmax_backward(x, y, dy, o, n, 1.5f, 0.5f, 0.1f); },
+                    [](const H* x, H* y, std::size_t n) { d::asentmax(x, y, n, 1.5f, 0.5f, 0.1f); });
+  check_function<H>("cross_entropy_backward", kind::backward,
+                    [](auto x, auto, auto, auto o, std::size_t n) { d::cross_entropy_backward(x, n, n / 2, 0.75, o, 0.1f); },
+                    none);
+}
+
+TEMPLATE_TEST_CASE("16-bit family: gumbel, top-k, sampling and losses give the float kernel's results",
+                   "[half][family]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : {1, 5, 100, 4097}) {
+      INFO(isa << " " << format<H>::name() << " n=" << n);
+      const std::vector<H> x = logits<H>(n, 3.0, n);
+      const auto xf = widen_to<float>(x);
+      // gumbel_noise and gumbel_softmax (soft and hard)
+      std::vector<H> g(n);
+      std::vector<float> gf(n);
+      d::gumbel_noise(g.data(), n, 42, 7);
+      d::gumbel_noise(gf.data(), n, 42, 7);
+      CHECK(same_bits(g, narrow_from<H>(gf)));
+      for (bool hard : {false, true}) {
+        std::vector<H> y(n);
+        std::vector<float> yf(n);
+        d::gumbel_softmax(x.data(), y.data(), n, 0.5f, 9, hard);
+        d::gumbel_softmax(xf.data(), yf.data(), n, 0.5f, 9, hard);
+        CHECK(same_bits(y, narrow_from<H>(yf)));
+      }
+      // topk_softmax: the same indices, probs rounded once
+      const std::size_t k = std::min<std::size_t>(n, 5);
+      std::vector<H> p(k);
+      std::vector<float> pf(k);
+      std::vector<std::uint32_t> ix(k), ixf(k);
+      d::topk_softmax(x.data(), n, k, p.data(), ix.data());
+      d::topk_softmax(xf.data(), n, k, pf.data(), ixf.data());
+      CHECK(ix == ixf);
+      CHECK(same_bits(p, narrow_from<H>(pf)));
+      // sample, logsumexp, cross_entropy: the float kernel's results exactly
+      smax::sampling s;
+      s.temperature = 0.8f;
+      s.top_p = 0.9f;
+      CHECK(d::sample(x.data(), n, s, 3, 1) == d::sample(xf.data(), n, s, 3, 1));
+      CHECK(d::logsumexp(x.data(), n) == d::logsumexp(xf.data(), n));
+      CHECK(d::cross_entropy(x.data(), n, n - 1, 0.1f) == d::cross_entropy(xf.data(), n, n - 1, 0.1f));
+      const double lse = d::logsumexp(x.data(), n);
+      std::vector<H> dx(n), dx2(n);
+      d::cross_entropy_backward(x.data(), n, 0, 1.0, dx.data());
+      d::cross_entropy_backward(x.data(), n, 0, 1.0, dx2.data(), 0.0f, lse);
+      CHECK(same_bits(dx, dx2));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit family: batched rows as single rows, any executor", "[half][family][batched]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  smax::thread_pool pool(2);
+  const std::size_t rows = 5, cols = 301;
+  const std::vector<H> x = logits<H>(rows * cols, 2.0, 11), dy = logits<H>(rows * cols, 1.0, 12);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    std::vector<H> y(rows * cols);
+    d::entmax15(smax::matrix_view<const H>(x.data(), rows, cols), smax::matrix_view<H>(y.data(), rows, cols));
+    for (smax::executor* ex : {static_cast<smax::executor*>(nullptr), static_cast<smax::executor*>(&pool)}) {
+      INFO(isa << " " << format<H>::name() << (ex ? " pool" : " this thread"));
+      const smax::matrix_view<const H> xv(x.data(), rows, cols), yv(y.data(), rows, cols), dyv(dy.data(), rows, cols);
+      std::vector<H> a(rows * cols), b(cols);
+      const smax::matrix_view<H> av(a.data(), rows, cols);
+      const auto rows_match = [&](auto&& single) {
+        bool ok = true;
+        for (std::size_t r = 0; r < rows; ++r) {
+          single(r, b.data());
+          ok = ok && std::memcmp(b.data(), a.data() + r * cols, cols * sizeof(H)) == 0;
+        }
+        return ok;
+      };
+      d::ssmax(xv, av, 0.7f, 0.25f, ex);
+      CHECK(rows_match([&](std::size_t r, H* o) { d::ssmax(x.data() + r * cols, o, cols, 0.7f, 0.25f); }));
+      d::entmax_bisect(xv, av, 1.3f, 50, ex);
+      CHECK(rows_match([&](std::size_t r, H* o) { d::entmax_bisect(x.data() + r * cols, o, cols, 1.3f); }));
+      d::entmax_backward(yv, dyv, av, 1.5f, ex);
+      CHECK(rows_match([&](std::size_t r, H* o) {
+        d::entmax_backward(y.data() + r * cols, dy.data() + r * cols, o, cols, 1.5f);
+      }));
+      d::softpick_backward(xv, yv, dyv, av, 1e-6f, ex);
+      CHECK(rows_match([&](std::size_t r, H* o) {
+        d::softpick_backward(x.data() + r * cols, y.data() + r * cols, dy.data() + r * cols, o, cols, 1e-6f);
+      }));
+      d::gumbel_softmax(xv, av, 0.5f, 77, false, ex);
+      CHECK(rows_match([&](std::size_t r, H* o) {
+        d::gumbel_softmax(x.data() + r * cols, o, cols, 0.5f, smax::gumbel_row_seed(77, r));
+      }));
+      // the arch-tag and default-arch spellings: the same bits as dynamic
+      // on the default ISA
+    }
+  }
+  std::vector<H> a(rows * cols), b(rows * cols);
+  smax::sparsemax(smax::matrix_view<const H>(x.data(), rows, cols), smax::matrix_view<H>(a.data(), rows, cols));
+  d::set_isa(nullptr);
+  for (std::size_t r = 0; r < rows; ++r) smax::sparsemax(x.data() + r * cols, b.data() + r * cols, cols);
+  CHECK(same_bits(a, b));
+}
+
+TEMPLATE_TEST_CASE("16-bit family: bad arguments throw and write nothing", "[half][family][errors]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const std::vector<H> x = logits<H>(64, 2.0, 1);
+  const H guard = H::from_bits(0x7bcd);
+  std::vector<H> y(64, guard);
+  const auto untouched = [&] { return std::all_of(y.begin(), y.end(), [&](H h) { return h.bits == guard.bits; }); };
+  CHECK_THROWS_AS(d::entmax_bisect(x.data(), y.data(), 64, 0.5f), std::invalid_argument);
+  CHECK_THROWS_AS(d::softpick(x.data(), y.data(), 64, -1.0f), std::invalid_argument);
+  CHECK_THROWS_AS(d::gumbel_softmax(x.data(), y.data(), 64, 0.0f, 1), std::invalid_argument);
+  CHECK_THROWS_AS(d::ssmax(x.data(), y.data(), 64, std::numeric_limits<float>::infinity()), std::invalid_argument);
+  CHECK_THROWS_AS(d::sigmoid_attention(x.data(), y.data(), 64, std::numeric_limits<float>::quiet_NaN()),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(d::cross_entropy_backward(x.data(), 64, 64, 1.0, y.data()), std::invalid_argument);
+  CHECK_THROWS_AS(d::cross_entropy(x.data(), 64, 64), std::invalid_argument);
+  std::uint32_t ix[65];
+  CHECK_THROWS_AS(d::topk_softmax(x.data(), 64, 65, y.data(), ix), std::invalid_argument);
+  smax::sampling s;
+  s.top_p = 0;
+  CHECK_THROWS_AS(d::sample(x.data(), 64, s, 1), std::invalid_argument);
+  CHECK_THROWS_AS(d::entmax15(smax::matrix_view<const H>(x.data(), 2, 32), smax::matrix_view<H>(y.data(), 2, 31)),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(smax::entmax_bisect(smax::matrix_view<const H>(x.data(), 2, 32),
+                                      smax::matrix_view<H>(y.data(), 2, 32), 0.5f),
+                  std::invalid_argument);
+  CHECK(untouched());
+  // n = 0 touches nothing
+  d::sparsemax(static_cast<const H*>(nullptr), static_cast<H*>(nullptr), 0);
+  smax::stablemax(static_cast<const H*>(nullptr), static_cast<H*>(nullptr), 0);
+}
+
+TEMPLATE_TEST_CASE("16-bit family: special values as for float", "[half][family][special]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const float big = static_cast<float>(format<H>::max_finite);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    INFO(isa << " " << format<H>::name());
+    // the largest finite inputs never give inf or NaN
+    std::vector<H> x{H(big), H(-big), H(0.0f), H(big)}, y(4);
+    d::sparsemax(x.data(), y.data(), 4);
+    CHECK(static_cast<float>(y[0]) == 0.5f);
+    CHECK(static_cast<float>(y[3]) == 0.5f);
+    d::stablemax(x.data(), y.data(), 4);
+    CHECK(std::all_of(y.begin(), y.end(), [](H h) { return std::isfinite(static_cast<float>(h)); }));
+    // NaN in x gives NaN
+    x[2] = H(std::numeric_limits<float>::quiet_NaN());
+    d::entmax15(x.data(), y.data(), 4);
+    CHECK(std::all_of(y.begin(), y.end(), [](H h) { return std::isnan(static_cast<float>(h)); }));
+    CHECK(std::isnan(d::logsumexp(x.data(), 4)));
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit attention options: softmax, log_softmax, softmax_backward as the float forms, rounded once",
+                   "[half][family][attention]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : {1, 9, 100, 4097}) {
+      INFO(isa << " " << format<H>::name() << " n=" << n);
+      const std::vector<H> x = logits<H>(n, 3.0, n + 1), dy = logits<H>(n, 1.0, n + 2);
+      std::vector<H> mask = logits<H>(n, 1.0, n + 3);
+      for (std::size_t i = 0; i < n; i += 5) mask[i] = H(-std::numeric_limits<float>::infinity());
+      const auto xf = widen_to<float>(x), dyf = widen_to<float>(dy), maskf = widen_to<float>(mask);
+      smax::softmax_options<H> o;
+      o.scale = 0.625f;
+      o.softcap = 20.0f;
+      o.mask = mask.data();
+      o.mask_scale = 0.5f;
+      o.length = n - n / 4;
+      o.sink = 0.5f;
+      smax::softmax_options<float> of;
+      of.scale = o.scale;
+      of.softcap = o.softcap;
+      of.mask = maskf.data();
+      of.mask_scale = o.mask_scale;
+      of.length = o.length;
+      of.sink = o.sink;
+      std::vector<H> y(n), ly(n), dx(n);
+      std::vector<float> yf(n), lyf(n), dxf(n);
+      d::softmax(x.data(), y.data(), n, o);
+      d::softmax(xf.data(), yf.data(), n, of);
+      CHECK(same_bits(y, narrow_from<H>(yf)));
+      d::log_softmax(x.data(), ly.data(), n, o);
+      d::log_softmax(xf.data(), lyf.data(), n, of);
+      CHECK(same_bits(ly, narrow_from<H>(lyf)));
+      const auto yw = widen_to<float>(y);
+      d::softmax_backward(x.data(), y.data(), dy.data(), dx.data(), n, o);
+      d::softmax_backward(xf.data(), yw.data(), dyf.data(), dxf.data(), n, of);
+      CHECK(same_bits(dx, narrow_from<H>(dxf)));
+      // the default-arch spelling: the default-arch float form, rounded once
+      std::vector<H> y2(n);
+      smax::softmax(x.data(), y2.data(), n, o);
+      smax::softmax(xf.data(), yf.data(), n, of);
+      CHECK(same_bits(y2, narrow_from<H>(yf)));
+      // without a mask and sink: the plain options path
+      smax::softmax_options<H> plain;
+      plain.scale = 2.0f;
+      smax::softmax_options<float> plainf;
+      plainf.scale = 2.0f;
+      d::softmax(x.data(), y.data(), n, plain);
+      d::softmax(xf.data(), yf.data(), n, plainf);
+      CHECK(same_bits(y, narrow_from<H>(yf)));
+    }
+    // a bad option throws and writes nothing
+    const std::vector<H> x = logits<H>(8, 1.0, 3);
+    const H guard = H::from_bits(0x7bcd);
+    std::vector<H> y(8, guard);
+    smax::softmax_options<H> bad;
+    bad.scale = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_AS(d::softmax(x.data(), y.data(), 8, bad), std::invalid_argument);
+    bad.scale = 1;
+    bad.softcap = -1;
+    CHECK_THROWS_AS(d::log_softmax(x.data(), y.data(), 8, bad), std::invalid_argument);
+    CHECK(std::all_of(y.begin(), y.end(), [&](H h) { return h.bits == guard.bits; }));
+  }
+}
