@@ -387,3 +387,46 @@ TEMPLATE_TEST_CASE("16-bit attention options: softmax, log_softmax, softmax_back
     CHECK(std::all_of(y.begin(), y.end(), [&](H h) { return h.bits == guard.bits; }));
   }
 }
+
+TEMPLATE_TEST_CASE("16-bit batched top-k, sampling and logsumexp: each row as the single-row call", "[half][family][batched]",
+                   bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  smax::thread_pool pool(2);
+  const std::size_t rows = 6, cols = 257, k = 4;
+  const std::vector<H> x = logits<H>(rows * cols, 3.0, 21);
+  const smax::matrix_view<const H> xv(x.data(), rows, cols);
+  smax::sampling s;
+  s.temperature = 0.9f;
+  s.top_k = 40;
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (smax::executor* ex : {static_cast<smax::executor*>(nullptr), static_cast<smax::executor*>(&pool)}) {
+      INFO(isa << " " << format<H>::name() << (ex ? " pool" : " this thread"));
+      std::vector<H> p(rows * k), p1(k);
+      std::vector<std::uint32_t> ix(rows * k), ix1(k);
+      std::vector<std::size_t> drawn(rows);
+      std::vector<double> lse(rows);
+      d::topk_softmax(xv, k, smax::matrix_view<H>(p.data(), rows, k), smax::matrix_view<std::uint32_t>(ix.data(), rows, k), ex);
+      d::sample(xv, drawn.data(), s, 5, 2, ex);
+      d::logsumexp(xv, lse.data(), ex);
+      for (std::size_t r = 0; r < rows; ++r) {
+        d::topk_softmax(x.data() + r * cols, cols, k, p1.data(), ix1.data());
+        CHECK(std::memcmp(p1.data(), p.data() + r * k, k * sizeof(H)) == 0);
+        CHECK(std::memcmp(ix1.data(), ix.data() + r * k, k * 4) == 0);
+        CHECK(drawn[r] == d::sample(x.data() + r * cols, cols, s, smax::gumbel_row_seed(5, r), 2));
+        CHECK(lse[r] == d::logsumexp(x.data() + r * cols, cols));
+      }
+    }
+  }
+  // the default-arch spelling and the shape checks
+  std::vector<double> lse(rows);
+  smax::logsumexp(xv, lse.data());
+  CHECK(lse[1] == smax::logsumexp(x.data() + cols, cols));
+  std::vector<H> p(rows * k);
+  std::vector<std::uint32_t> ix(rows * k);
+  CHECK_THROWS_AS(d::topk_softmax(xv, k, smax::matrix_view<H>(p.data(), rows - 1, k),
+                                  smax::matrix_view<std::uint32_t>(ix.data(), rows, k)),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(d::sample(xv, nullptr, s, 1), std::invalid_argument);
+}

@@ -295,6 +295,28 @@ namespace dynamic {
         },                                                                                                    \
         x, y, dy, dx);                                                                                        \
   }                                                                                                           \
+  inline void topk_softmax(matrix_view<const H> x, std::size_t k, matrix_view<H> probs,                      \
+                           matrix_view<std::uint32_t> index, executor* ex = nullptr) {                        \
+    detail::check_topk_views(x, k, probs, index);                                                             \
+    if (k == 0) return;                                                                                       \
+    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
+      topk_softmax(x.row(r), x.cols, k, probs.row(r), index.row(r));                                          \
+    });                                                                                                       \
+  }                                                                                                           \
+  inline void sample(matrix_view<const H> logits, std::size_t* out, const sampling& s, std::uint64_t seed,    \
+                     std::uint64_t offset = 0, executor* ex = nullptr) {                                      \
+    if (!detail::check_sample_rows(logits, out, s)) return;                                                   \
+    detail::for_each_half_row(logits.rows, logits.cols, ex, [&](std::size_t r) {                              \
+      out[r] = sample(logits.row(r), logits.cols, s, gumbel_row_seed(seed, r), offset);                       \
+    });                                                                                                       \
+  }                                                                                                           \
+  inline void logsumexp(matrix_view<const H> x, double* out, executor* ex = nullptr) {                        \
+    detail::check_view("smax::logsumexp", x, "x");                                                            \
+    if (x.rows && !out) throw std::invalid_argument("smax::logsumexp: out must not be null");                 \
+    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) { out[r] = logsumexp(x.row(r), x.cols); }); \
+    if (x.cols == 0)                                                                                          \
+      for (std::size_t r = 0; r < x.rows; ++r) out[r] = -std::numeric_limits<double>::infinity();             \
+  }                                                                                                           \
   inline void gumbel_softmax(matrix_view<const H> logits, matrix_view<H> y, float tau, std::uint64_t seed,    \
                              bool hard = false, executor* ex = nullptr) {                                     \
     gumbel_softmax(static_cast<const float*>(nullptr), static_cast<float*>(nullptr), 0, tau, seed, hard);     \

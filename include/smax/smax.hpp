@@ -869,17 +869,6 @@ void topk_softmax(const T* x, std::size_t n, std::size_t k, T* probs, std::uint3
   topk_softmax(DefaultArch{}, x, n, k, probs, index);
 }
 
-namespace detail {
-inline void check_sampling(const sampling& s, std::size_t n) {
-  if (n == 0) throw std::invalid_argument("smax::sample: n must be > 0");
-  if (!(s.temperature >= 0.0f) || !is_finite(s.temperature))
-    throw std::invalid_argument("smax::sample: s.temperature must be finite and >= 0");
-  if (s.top_k > n) throw std::invalid_argument("smax::sample: s.top_k must be <= n");
-  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw std::invalid_argument("smax::sample: s.top_p must be in (0, 1]");
-  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) throw std::invalid_argument("smax::sample: s.min_p must be in [0, 1]");
-}
-}  // namespace detail
-
 // One index drawn from logits[0..n): temperature 0 returns the argmax
 // (lowest index on ties); otherwise p = softmax(logits / temperature), keep
 // the top_k largest (0: all; ranked by logit, ties to the lower index), then
@@ -905,16 +894,7 @@ std::size_t sample(const T* logits, std::size_t n, const sampling& s, std::uint6
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void topk_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, std::size_t k, matrix_view<T> probs,
                   matrix_view<std::uint32_t> index, executor* ex = nullptr) {
-  if (k > x.cols) throw std::invalid_argument("smax::topk_softmax: k must be <= x.cols");
-  if (k > 0 && x.cols > std::size_t(0xFFFFFFFFu))
-    throw std::invalid_argument("smax::topk_softmax: x.cols must be below 2^32");
-  detail::check_shapes("smax::topk_softmax", x, x, "x", "x");
-  if (probs.rows != x.rows || probs.cols != k || probs.stride < k)
-    throw std::invalid_argument("smax::topk_softmax: probs must be x.rows x k, stride >= k");
-  if (index.rows != x.rows || index.cols != k || index.stride < k)
-    throw std::invalid_argument("smax::topk_softmax: index must be x.rows x k, stride >= k");
-  if (x.rows && k && (!probs.data || !index.data))
-    throw std::invalid_argument("smax::topk_softmax: null data for a non-empty matrix");
+  detail::check_topk_views(x, k, probs, index);
   if (k == 0) return;
   detail::for_each_row_index(x.rows, x.cols, detail::default_executor(ex), [&](std::size_t r) {
     detail::topk_softmax<A>(x.row(r), x.cols, k, probs.row(r), index.row(r));
@@ -933,10 +913,7 @@ void sample(A, matrix_view<U> logits, std::size_t* out, const sampling& s, std::
             std::uint64_t offset = 0, executor* ex = nullptr) {
   using T = std::remove_const_t<U>;
   const matrix_view<const T> x(logits);
-  detail::check_shapes("smax::sample", x, x, "logits", "logits");
-  if (x.rows == 0) return;
-  detail::check_sampling(s, x.cols);
-  if (!out) throw std::invalid_argument("smax::sample: null out");
+  if (!detail::check_sample_rows(x, out, s)) return;
   detail::for_each_row_index(x.rows, x.cols, detail::default_executor(ex), [&](std::size_t r) {
     out[r] = detail::sample<A>(x.row(r), x.cols, s, gumbel_row_seed(seed, r), offset);
   });
@@ -1308,6 +1285,53 @@ std::enable_if_t<detail::is_half_v<H>> gumbel_softmax(matrix_view<const detail::
                                                       matrix_view<H> y, float tau, std::uint64_t seed,
                                                       bool hard = false, executor* ex = nullptr) {
   gumbel_softmax(DefaultArch{}, logits, y, tau, seed, hard, ex);
+}
+
+// topk_softmax, sample and logsumexp over rows of 16-bit logits (the float
+// forms' checks and row seeds; each row the single-row 16-bit form).
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> topk_softmax(
+    A, matrix_view<const detail::nodeduce_t<H>> x, std::size_t k, matrix_view<H> probs,
+    matrix_view<std::uint32_t> index, executor* ex = nullptr) {
+  detail::check_topk_views(x, k, probs, index);
+  if (k == 0) return;
+  detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
+    topk_softmax(A{}, x.row(r), x.cols, k, probs.row(r), index.row(r));
+  });
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> topk_softmax(matrix_view<const detail::nodeduce_t<H>> x, std::size_t k,
+                                                    matrix_view<H> probs, matrix_view<std::uint32_t> index,
+                                                    executor* ex = nullptr) {
+  topk_softmax(DefaultArch{}, x, k, probs, index, ex);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> sample(A, matrix_view<const H> logits,
+                                                                      std::size_t* out, const sampling& s,
+                                                                      std::uint64_t seed, std::uint64_t offset = 0,
+                                                                      executor* ex = nullptr) {
+  if (!detail::check_sample_rows(logits, out, s)) return;
+  detail::for_each_half_row(logits.rows, logits.cols, ex, [&](std::size_t r) {
+    out[r] = sample(A{}, logits.row(r), logits.cols, s, gumbel_row_seed(seed, r), offset);
+  });
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> sample(matrix_view<const H> logits, std::size_t* out, const sampling& s,
+                                              std::uint64_t seed, std::uint64_t offset = 0, executor* ex = nullptr) {
+  sample(DefaultArch{}, logits, out, s, seed, offset, ex);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> logsumexp(A, matrix_view<const H> x, double* out,
+                                                                         executor* ex = nullptr) {
+  detail::check_view("smax::logsumexp", x, "x");
+  if (x.rows && !out) throw std::invalid_argument("smax::logsumexp: out must not be null");
+  detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) { out[r] = logsumexp(A{}, x.row(r), x.cols); });
+  if (x.cols == 0)
+    for (std::size_t r = 0; r < x.rows; ++r) out[r] = -std::numeric_limits<double>::infinity();
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> logsumexp(matrix_view<const H> x, double* out, executor* ex = nullptr) {
+  logsumexp(DefaultArch{}, x, out, ex);
 }
 
 
