@@ -430,3 +430,68 @@ TEMPLATE_TEST_CASE("16-bit batched top-k, sampling and logsumexp: each row as th
                   std::invalid_argument);
   CHECK_THROWS_AS(d::sample(xv, nullptr, s, 1), std::invalid_argument);
 }
+
+TEMPLATE_TEST_CASE("16-bit batched cross_entropy and its backward: rows as single-row calls, the float reductions",
+                   "[half][family][batched][losses]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  smax::thread_pool pool(2);
+  const std::size_t rows = 7, cols = 301;
+  const std::vector<H> x = logits<H>(rows * cols, 3.0, 31);
+  const smax::matrix_view<const H> xv(x.data(), rows, cols);
+  const std::vector<std::int64_t> targets{0, 5, -100, 300, 17, -100, 42};
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (smax::executor* ex : {static_cast<smax::executor*>(nullptr), static_cast<smax::executor*>(&pool)}) {
+      for (smax::reduction red : {smax::reduction::none, smax::reduction::sum, smax::reduction::mean}) {
+        INFO(isa << " " << format<H>::name() << (ex ? " pool" : " this thread") << " reduction "
+                 << static_cast<int>(red));
+        smax::loss_options o;
+        o.reduce = red;
+        o.label_smoothing = 0.1f;
+        std::vector<double> loss(rows), lse(rows);
+        const double total = d::cross_entropy(xv, targets.data(), o, loss.data(), lse.data(), ex);
+        double sum = 0;
+        std::size_t counted = 0;
+        for (std::size_t r = 0; r < rows; ++r) {
+          const H* xr = x.data() + r * cols;
+          CHECK(lse[r] == d::logsumexp(xr, cols));
+          if (targets[r] == o.ignore_index) {
+            CHECK(loss[r] == 0);
+            continue;
+          }
+          CHECK(loss[r] == d::cross_entropy(xr, cols, static_cast<std::size_t>(targets[r]), 0.1f));
+          sum += loss[r];
+          ++counted;
+        }
+        CHECK(total == (red == smax::reduction::none ? 0.0 : red == smax::reduction::sum ? sum : sum / counted));
+        // backward: row r is the single-row call with that row's factor
+        std::vector<H> dx(rows * cols), dx2(rows * cols), one(cols);
+        const std::vector<double> row_dloss{0.5, 1, 2, 3, 4, 5, 6};
+        d::cross_entropy_backward(xv, targets.data(), 1.5, smax::matrix_view<H>(dx.data(), rows, cols), o,
+                                  row_dloss.data(), nullptr, ex);
+        d::cross_entropy_backward(xv, targets.data(), 1.5, smax::matrix_view<H>(dx2.data(), rows, cols), o,
+                                  row_dloss.data(), lse.data(), ex);
+        CHECK(same_bits(dx, dx2));
+        for (std::size_t r = 0; r < rows; ++r) {
+          const double g = red == smax::reduction::none ? row_dloss[r] : red == smax::reduction::sum ? 1.5 : 1.5 / counted;
+          if (targets[r] == o.ignore_index) {
+            CHECK(std::all_of(dx.begin() + r * cols, dx.begin() + (r + 1) * cols,
+                              [](H h) { return static_cast<float>(h) == 0; }));
+            continue;
+          }
+          d::cross_entropy_backward(x.data() + r * cols, cols, static_cast<std::size_t>(targets[r]), g, one.data(), 0.1f);
+          CHECK(std::memcmp(one.data(), dx.data() + r * cols, cols * sizeof(H)) == 0);
+        }
+      }
+    }
+  }
+  // the default-arch spelling; a bad target throws
+  std::vector<double> loss(rows);
+  smax::loss_options none;
+  none.reduce = smax::reduction::none;
+  smax::cross_entropy(xv, targets.data(), none, loss.data());
+  CHECK(loss[1] == smax::cross_entropy(x.data() + cols, cols, 5));
+  const std::vector<std::int64_t> bad{0, 1, 2, 3, 4, 5, 301};
+  CHECK_THROWS_AS(d::cross_entropy(xv, bad.data()), std::invalid_argument);
+}

@@ -264,6 +264,31 @@ void logsumexp_rows(matrix_view<const T> x, double* out, executor* ex) {
     for (std::size_t r = 0; r < x.rows; ++r) out[r] = -std::numeric_limits<double>::infinity();
 }
 
+// The batched loss's reduction of the rows' losses, summed in row order on
+// this thread (deterministic for any executor); none gives 0.
+inline double reduce_losses(const double* loss, const std::int64_t* targets, std::size_t rows,
+                            const loss_options& o) noexcept {
+  if (o.reduce == reduction::none) return 0;
+  double s = 0;
+  std::size_t count = 0;
+  for (std::size_t r = 0; r < rows; ++r)
+    if (targets[r] != o.ignore_index) {
+      s += loss[r];
+      ++count;
+    }
+  if (o.reduce == reduction::sum) return s;
+  return count ? s / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+}
+
+// The gradient's factor per row for the sum and mean reductions.
+inline double loss_gradient_scale(const std::int64_t* targets, std::size_t rows, double dloss,
+                                  const loss_options& o) noexcept {
+  if (o.reduce != reduction::mean) return dloss;
+  std::size_t count = 0;
+  for (std::size_t r = 0; r < rows; ++r) count += (targets[r] != o.ignore_index);
+  return count ? dloss / static_cast<double>(count) : 0.0;
+}
+
 // Every row's loss (0 for an ignored row) into loss, and its logsumexp into
 // lse when not null; returns the reduction, summed in row order on this
 // thread (deterministic for any executor).
@@ -287,28 +312,14 @@ double cross_entropy_rows(matrix_view<const T> x, const std::int64_t* targets, c
     if (lse) lse[r] = l;
     loss[r] = (t == o.ignore_index) ? 0.0 : cross_entropy_from(xr, x.cols, static_cast<std::size_t>(t), ls, l, sumx);
   });
-  if (o.reduce == reduction::none) return 0;
-  double s = 0;
-  std::size_t count = 0;
-  for (std::size_t r = 0; r < x.rows; ++r)
-    if (targets[r] != o.ignore_index) {
-      s += loss[r];
-      ++count;
-    }
-  if (o.reduce == reduction::sum) return s;
-  return count ? s / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+  return reduce_losses(loss, targets, x.rows, o);
 }
 
 template <class A, class T>
 void cross_entropy_backward_rows(matrix_view<const T> x, const std::int64_t* targets, double dloss,
                                  matrix_view<T> dx, const loss_options& o, const double* row_dloss,
                                  const double* lse, executor* ex) {
-  double scale = dloss;
-  if (o.reduce == reduction::mean) {
-    std::size_t count = 0;
-    for (std::size_t r = 0; r < x.rows; ++r) count += (targets[r] != o.ignore_index);
-    scale = count ? dloss / static_cast<double>(count) : 0.0;
-  }
+  const double scale = loss_gradient_scale(targets, x.rows, dloss, o);
   for_each_row_index(x.rows, x.cols, default_executor(ex), [&](std::size_t r) {
     const std::int64_t t = targets[r];
     T* dr = dx.row(r);

@@ -1287,6 +1287,70 @@ std::enable_if_t<detail::is_half_v<H>> gumbel_softmax(matrix_view<const detail::
   gumbel_softmax(DefaultArch{}, logits, y, tau, seed, hard, ex);
 }
 
+// cross_entropy and its backward over rows of 16-bit logits: each row's
+// loss (and logsumexp) the single-row 16-bit call's, the reduction and the
+// checks as for float.
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, double> cross_entropy(
+    A, matrix_view<const H> x, const std::int64_t* targets, const loss_options& o = {}, double* row_loss = nullptr,
+    double* row_lse = nullptr, executor* ex = nullptr) {
+  detail::check_view("smax::cross_entropy", x, "x");
+  detail::check_targets<float>("smax::cross_entropy", x.rows, x.cols, targets, o);
+  if (o.reduce == reduction::none && x.rows && !row_loss)
+    throw std::invalid_argument("smax::cross_entropy: reduction::none needs row_loss");
+  std::vector<double> own;
+  if (!row_loss) {
+    own.resize(x.rows);
+    row_loss = own.data();
+  }
+  if (x.cols == 0)  // every row ignored (checked: no target fits)
+    for (std::size_t r = 0; r < x.rows; ++r) row_loss[r] = 0;
+  detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
+    const std::int64_t t = targets[r];
+    if (row_lse) row_lse[r] = logsumexp(A{}, x.row(r), x.cols);
+    row_loss[r] = t == o.ignore_index
+                      ? 0.0
+                      : cross_entropy(A{}, x.row(r), x.cols, static_cast<std::size_t>(t), o.label_smoothing);
+  });
+  return detail::reduce_losses(row_loss, targets, x.rows, o);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>, double> cross_entropy(matrix_view<const H> x, const std::int64_t* targets,
+                                                             const loss_options& o = {}, double* row_loss = nullptr,
+                                                             double* row_lse = nullptr, executor* ex = nullptr) {
+  return cross_entropy(DefaultArch{}, x, targets, o, row_loss, row_lse, ex);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> cross_entropy_backward(
+    A, matrix_view<const detail::nodeduce_t<H>> x, const std::int64_t* targets, double dloss, matrix_view<H> dx,
+    const loss_options& o = {}, const double* row_dloss = nullptr, const double* lse = nullptr,
+    executor* ex = nullptr) {
+  detail::check_shapes("smax::cross_entropy_backward", x, dx, "x", "dx");
+  detail::check_targets<float>("smax::cross_entropy_backward", x.rows, x.cols, targets, o);
+  if (o.reduce == reduction::none && x.rows && !row_dloss)
+    throw std::invalid_argument("smax::cross_entropy_backward: reduction::none needs row_dloss");
+  const double scale = detail::loss_gradient_scale(targets, x.rows, dloss, o);
+  detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
+    const std::int64_t t = targets[r];
+    H* dr = dx.row(r);
+    if (t == o.ignore_index) return detail::fill(dr, x.cols, H(0.0f));
+    const double g = o.reduce == reduction::none ? row_dloss[r] : scale;
+    const auto target = static_cast<std::size_t>(t);
+    if (lse)
+      cross_entropy_backward(A{}, x.row(r), x.cols, target, g, dr, o.label_smoothing, lse[r]);
+    else
+      cross_entropy_backward(A{}, x.row(r), x.cols, target, g, dr, o.label_smoothing);
+  });
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(matrix_view<const detail::nodeduce_t<H>> x,
+                                                              const std::int64_t* targets, double dloss,
+                                                              matrix_view<H> dx, const loss_options& o = {},
+                                                              const double* row_dloss = nullptr,
+                                                              const double* lse = nullptr, executor* ex = nullptr) {
+  cross_entropy_backward(DefaultArch{}, x, targets, dloss, dx, o, row_dloss, lse, ex);
+}
+
 // topk_softmax, sample and logsumexp over rows of 16-bit logits (the float
 // forms' checks and row seeds; each row the single-row 16-bit form).
 template <class A, class H>
