@@ -495,3 +495,56 @@ TEMPLATE_TEST_CASE("16-bit batched cross_entropy and its backward: rows as singl
   const std::vector<std::int64_t> bad{0, 1, 2, 3, 4, 5, 301};
   CHECK_THROWS_AS(d::cross_entropy(xv, bad.data()), std::invalid_argument);
 }
+
+TEMPLATE_TEST_CASE("16-bit batched attention rows: each row the single-row call with that row's options",
+                   "[half][family][batched][attention]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  smax::thread_pool pool(2);
+  const std::size_t heads = 2, per_head = 3, rows = heads * per_head, cols = 130;
+  const std::vector<H> x = logits<H>(rows * cols, 3.0, 41), mask = logits<H>(per_head * cols, 1.0, 42);
+  const std::vector<float> sinks{0.25f, -1.0f};
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (smax::executor* ex : {static_cast<smax::executor*>(nullptr), static_cast<smax::executor*>(&pool)}) {
+      for (int log = 0; log < 2; ++log) {
+        INFO(isa << " " << format<H>::name() << (ex ? " pool" : " this thread") << (log ? " log" : ""));
+        smax::attention_options<H> o;
+        o.scale = 0.5f;
+        o.softcap = 30.0f;
+        o.mask = smax::matrix_view<const H>(mask.data(), per_head, cols);
+        o.lengths = smax::causal(120);
+        o.heads = heads;
+        o.max_bias = 8.0f;
+        o.sinks = sinks.data();
+        std::vector<H> y(rows * cols), one(cols);
+        const smax::matrix_view<const H> xv(x.data(), rows, cols);
+        if (log)
+          d::log_softmax(xv, smax::matrix_view<H>(y.data(), rows, cols), o, ex);
+        else
+          d::softmax(xv, smax::matrix_view<H>(y.data(), rows, cols), o, ex);
+        for (std::size_t r = 0; r < rows; ++r) {
+          const std::size_t h = r / per_head, q = r % per_head;
+          smax::softmax_options<H> so;
+          so.scale = o.scale;
+          so.softcap = o.softcap;
+          so.mask = mask.data() + (r % per_head) * cols;
+          so.mask_scale = static_cast<float>(smax::alibi_slope(h, heads, 8.0));
+          so.length = q + 120 + 1;
+          so.sink = sinks[h];
+          if (log)
+            d::log_softmax(x.data() + r * cols, one.data(), cols, so);
+          else
+            d::softmax(x.data() + r * cols, one.data(), cols, so);
+          CHECK(std::memcmp(one.data(), y.data() + r * cols, cols * sizeof(H)) == 0);
+        }
+      }
+    }
+  }
+  smax::attention_options<H> bad;
+  bad.heads = 4;
+  std::vector<H> y(rows * cols);
+  CHECK_THROWS_AS(smax::softmax(smax::matrix_view<const H>(x.data(), rows, cols),
+                                smax::matrix_view<H>(y.data(), rows, cols), bad),
+                  std::invalid_argument);
+}

@@ -82,14 +82,15 @@ struct row_lengths {
 // [heads][queries][keys]).
 template <class T>
 struct attention_options {
-  T scale = 1;
-  T softcap = 0;
+  using S = typename detail::option_scalar<T>::type;  // T, or float for bf16 / fp16
+  S scale = 1;
+  S softcap = 0;
   matrix_view<const T> mask;  // row r uses mask row r mod mask.rows; mask.cols >= cols
   row_lengths lengths;
   std::size_t heads = 1;
-  const T* slopes = nullptr;  // mask_scale per head
-  T max_bias = 0;             // > 0 and no slopes: ALiBi slopes derived as ggml does
-  const T* sinks = nullptr;   // sink logit per head
+  const S* slopes = nullptr;  // mask_scale per head
+  S max_bias = 0;             // > 0 and no slopes: ALiBi slopes derived as ggml does
+  const S* sinks = nullptr;   // sink logit per head
 };
 
 // ggml's ALiBi slope of head h of n_head given max_bias: with
@@ -111,7 +112,7 @@ void check_softmax_options(const char* fn, const softmax_options<T>& o) {
   if (!is_finite(o.scale)) throw std::invalid_argument(f + ": scale must be finite");
   if (!(o.softcap >= 0) || !is_finite(o.softcap)) throw std::invalid_argument(f + ": softcap must be finite and >= 0");
   if (!is_finite(o.mask_scale)) throw std::invalid_argument(f + ": mask_scale must be finite");
-  if (o.sink != o.sink || o.sink == std::numeric_limits<T>::infinity())
+  if (o.sink != o.sink || o.sink == std::numeric_limits<typename softmax_options<T>::S>::infinity())
     throw std::invalid_argument(f + ": sink must not be NaN or +inf");
 }
 
@@ -280,7 +281,7 @@ void check_attention(const char* fn, const matrix_view<const T>& x, const attent
   for (std::size_t h = 0; o.slopes && h < o.heads; ++h)
     if (!is_finite(o.slopes[h])) throw std::invalid_argument(f + ": slopes must be finite");
   for (std::size_t h = 0; o.sinks && h < o.heads; ++h)
-    if (o.sinks[h] != o.sinks[h] || o.sinks[h] == std::numeric_limits<T>::infinity())
+    if (o.sinks[h] != o.sinks[h] || o.sinks[h] == std::numeric_limits<typename attention_options<T>::S>::infinity())
       throw std::invalid_argument(f + ": sinks must not be NaN or +inf");
 }
 
@@ -296,7 +297,7 @@ softmax_options<T> row_options(const attention_options<T>& o, std::size_t rows, 
   if (o.slopes)
     so.mask_scale = o.slopes[h];
   else if (o.max_bias > 0)
-    so.mask_scale = static_cast<T>(alibi_slope(h, o.heads, static_cast<double>(o.max_bias)));
+    so.mask_scale = static_cast<typename softmax_options<T>::S>(alibi_slope(h, o.heads, static_cast<double>(o.max_bias)));
   if (o.lengths.per_row) {
     so.length = o.lengths.per_row[r];
   } else if (o.lengths.is_causal) {

@@ -317,6 +317,22 @@ namespace dynamic {
     if (x.cols == 0)                                                                                          \
       for (std::size_t r = 0; r < x.rows; ++r) out[r] = -std::numeric_limits<double>::infinity();             \
   }                                                                                                           \
+  inline void softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,               \
+                      executor* ex = nullptr) {                                                               \
+    detail::check_shapes("smax::softmax", x, y);                                                              \
+    detail::check_attention("smax::softmax", x, o);                                                           \
+    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
+      softmax(x.row(r), y.row(r), x.cols, detail::row_options(o, x.rows, r));                                 \
+    });                                                                                                       \
+  }                                                                                                           \
+  inline void log_softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,           \
+                          executor* ex = nullptr) {                                                           \
+    detail::check_shapes("smax::log_softmax", x, y);                                                          \
+    detail::check_attention("smax::log_softmax", x, o);                                                       \
+    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
+      log_softmax(x.row(r), y.row(r), x.cols, detail::row_options(o, x.rows, r));                             \
+    });                                                                                                       \
+  }                                                                                                           \
   inline double cross_entropy(matrix_view<const H> x, const std::int64_t* targets, const loss_options& o = {}, \
                               double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) { \
     detail::check_view("smax::cross_entropy", x, "x");                                                        \

@@ -1287,6 +1287,30 @@ std::enable_if_t<detail::is_half_v<H>> gumbel_softmax(matrix_view<const detail::
   gumbel_softmax(DefaultArch{}, logits, y, tau, seed, hard, ex);
 }
 
+// Batched attention rows of 16-bit scores (attention_options<H>: the mask
+// H, the scalars, slopes and sinks float): row r is the single-row 16-bit
+// call with row r's options; the checks as for float.
+#define SMAX_HALF_ATTENTION_ROWS(fn)                                                                           \
+  template <class A, class H>                                                                                 \
+  std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> fn(                                          \
+      A, matrix_view<const detail::nodeduce_t<H>> x, matrix_view<H> y,                                        \
+      const attention_options<detail::nodeduce_t<H>>& o, executor* ex = nullptr) {                            \
+    detail::check_shapes("smax::" #fn, x, y);                                                                 \
+    detail::check_attention("smax::" #fn, x, o);                                                              \
+    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
+      fn(A{}, x.row(r), y.row(r), x.cols, detail::row_options(o, x.rows, r));                                 \
+    });                                                                                                       \
+  }                                                                                                           \
+  template <class H, class DefaultArch = xsimd::default_arch>                                                 \
+  std::enable_if_t<detail::is_half_v<H>> fn(matrix_view<const detail::nodeduce_t<H>> x, matrix_view<H> y,     \
+                                            const attention_options<detail::nodeduce_t<H>>& o,                \
+                                            executor* ex = nullptr) {                                         \
+    fn(DefaultArch{}, x, y, o, ex);                                                                           \
+  }
+SMAX_HALF_ATTENTION_ROWS(softmax)
+SMAX_HALF_ATTENTION_ROWS(log_softmax)
+#undef SMAX_HALF_ATTENTION_ROWS
+
 // cross_entropy and its backward over rows of 16-bit logits: each row's
 // loss (and logsumexp) the single-row 16-bit call's, the reduction and the
 // checks as for float.
