@@ -109,6 +109,17 @@ smax::executor* executor_for(std::size_t threads) {
   return p.pool.get();
 }
 
+// A C array as the C++ element type C (layout-compatible: float, double, or
+// smax::bf16 / smax::fp16 over uint16_t).
+template <class C, class T>
+C* as_cxx(T* p) noexcept {
+  return reinterpret_cast<C*>(p);
+}
+template <class C, class T>
+const C* as_cxx(const T* p) noexcept {
+  return reinterpret_cast<const C*>(p);
+}
+
 template <class T>
 smax::matrix_view<T> view(T* p, std::size_t ld, std::size_t rows, std::size_t cols) {
   return smax::matrix_view<T>(p, rows, cols, ld);
@@ -151,153 +162,113 @@ uint64_t smax_gumbel_row_seed(uint64_t seed, uint64_t r) { return smax::gumbel_r
 // Batched: the C++ batched call checks strides, shapes and null data itself.
 #define SMAX_C_BATCHED(name, sfx, params, args) \
   smax_status smax_##name##_batched_##sfx params { return guarded([&] { smax::dynamic::name args; }); }
-#define SMAX_C_XY_BATCHED(name, T, sfx)                                                                      \
+#define SMAX_C_XY_BATCHED(name, T, C, sfx)                                                                   \
   SMAX_C_BATCHED(name, sfx, (const T* x, size_t ldx, T* y, size_t ldy, size_t rows, size_t cols, size_t threads),  \
-                 (view(x, ldx, rows, cols), view(y, ldy, rows, cols), executor_for(threads)))
-#define SMAX_C_AB_BATCHED(name, a, b, T, sfx)                                                              \
+                 (view(as_cxx<C>(x), ldx, rows, cols), view(as_cxx<C>(y), ldy, rows, cols), executor_for(threads)))
+#define SMAX_C_AB_BATCHED(name, a, b, T, C, sfx)                                                           \
   SMAX_C_BATCHED(name, sfx,                                                                                        \
                  (const T* a, size_t ld##a, const T* b, size_t ld##b, T* dx, size_t lddx, size_t rows,             \
                   size_t cols, size_t threads),                                                                    \
-                 (view(a, ld##a, rows, cols), view(b, ld##b, rows, cols), view(dx, lddx, rows, cols),              \
+                 (view(as_cxx<C>(a), ld##a, rows, cols), view(as_cxx<C>(b), ld##b, rows, cols), view(as_cxx<C>(dx), lddx, rows, cols),     \
                   executor_for(threads)))
 #define SMAX_C_X(T) (const T* x, T* y, size_t n)
 
-#define SMAX_C_DEFINE(T, S, sfx)                                                                                  \
+// T: the C element type; C: the C++ one the arrays are passed as (as_cxx);
+// S: the scalar parameters' type.
+#define SMAX_C_DEFINE(T, C, S, sfx)                                                                                  \
   SMAX_C_XY(softmax, sfx, (const T* x, T* y, size_t n, smax_algorithm a),                                          \
-            (x, y, n, to_algorithm(&a, "softmax_" #sfx)))                                                           \
-  SMAX_C_XY(log_softmax, sfx, SMAX_C_X(T), (x, y, n))                                                              \
-  SMAX_C_XY(sparsemax, sfx, SMAX_C_X(T), (x, y, n))                                                                \
-  SMAX_C_XY(entmax15, sfx, SMAX_C_X(T), (x, y, n))                                                                 \
-  SMAX_C_XY(stablemax, sfx, SMAX_C_X(T), (x, y, n))                                                                \
-  SMAX_C_XY(log_stablemax, sfx, SMAX_C_X(T), (x, y, n))                                                            \
-  SMAX_C_XY(entmax_bisect, sfx, (const T* x, T* y, size_t n, S alpha, int n_iter), (x, y, n, alpha, n_iter))       \
-  SMAX_C_XY(softpick, sfx, (const T* x, T* y, size_t n, S eps), (x, y, n, eps))                                    \
-  SMAX_C_XY(ssmax, sfx, (const T* x, T* y, size_t n, S s, S b), (x, y, n, s, b))                                   \
+            (as_cxx<C>(x), as_cxx<C>(y), n, to_algorithm(&a, "softmax_" #sfx)))                                                           \
+  SMAX_C_XY(log_softmax, sfx, SMAX_C_X(T), (as_cxx<C>(x), as_cxx<C>(y), n))                                                              \
+  SMAX_C_XY(sparsemax, sfx, SMAX_C_X(T), (as_cxx<C>(x), as_cxx<C>(y), n))                                                                \
+  SMAX_C_XY(entmax15, sfx, SMAX_C_X(T), (as_cxx<C>(x), as_cxx<C>(y), n))                                                                 \
+  SMAX_C_XY(stablemax, sfx, SMAX_C_X(T), (as_cxx<C>(x), as_cxx<C>(y), n))                                                                \
+  SMAX_C_XY(log_stablemax, sfx, SMAX_C_X(T), (as_cxx<C>(x), as_cxx<C>(y), n))                                                            \
+  SMAX_C_XY(entmax_bisect, sfx, (const T* x, T* y, size_t n, S alpha, int n_iter), (as_cxx<C>(x), as_cxx<C>(y), n, alpha, n_iter))       \
+  SMAX_C_XY(softpick, sfx, (const T* x, T* y, size_t n, S eps), (as_cxx<C>(x), as_cxx<C>(y), n, eps))                                    \
+  SMAX_C_XY(ssmax, sfx, (const T* x, T* y, size_t n, S s, S b), (as_cxx<C>(x), as_cxx<C>(y), n, s, b))                                   \
   smax_status smax_gumbel_noise_##sfx(T* g, size_t n, uint64_t seed, uint64_t offset) {                            \
     return guarded([&] {                                                                                           \
       need(g, n, "gumbel_noise_" #sfx, "g");                                                                       \
-      smax::dynamic::gumbel_noise(g, n, seed, offset);                                                             \
+      smax::dynamic::gumbel_noise(as_cxx<C>(g), n, seed, offset);                                                             \
     });                                                                                                            \
   }                                                                                                                \
   smax_status smax_gumbel_softmax_##sfx(const T* logits, T* y, size_t n, S tau, uint64_t seed, int hard) {         \
     return guarded([&] {                                                                                           \
       need(logits, n, "gumbel_softmax_" #sfx, "logits"), need(y, n, "gumbel_softmax_" #sfx, "y");                  \
-      smax::dynamic::gumbel_softmax(logits, y, n, tau, seed, hard != 0);                                           \
+      smax::dynamic::gumbel_softmax(as_cxx<C>(logits), as_cxx<C>(y), n, tau, seed, hard != 0);                                           \
     });                                                                                                            \
   }                                                                                                                \
-  SMAX_C_AB(softmax_backward, y, dy, sfx, (const T* y, const T* dy, T* dx, size_t n), (y, dy, dx, n))              \
-  SMAX_C_AB(log_softmax_backward, y, dy, sfx, (const T* y, const T* dy, T* dx, size_t n), (y, dy, dx, n))          \
-  SMAX_C_AB(sparsemax_backward, y, dy, sfx, (const T* y, const T* dy, T* dx, size_t n), (y, dy, dx, n))            \
-  SMAX_C_AB(stablemax_backward, x, dy, sfx, (const T* x, const T* dy, T* dx, size_t n), (x, dy, dx, n))            \
+  SMAX_C_AB(softmax_backward, y, dy, sfx, (const T* y, const T* dy, T* dx, size_t n), (as_cxx<C>(y), as_cxx<C>(dy), as_cxx<C>(dx), n))              \
+  SMAX_C_AB(log_softmax_backward, y, dy, sfx, (const T* y, const T* dy, T* dx, size_t n), (as_cxx<C>(y), as_cxx<C>(dy), as_cxx<C>(dx), n))          \
+  SMAX_C_AB(sparsemax_backward, y, dy, sfx, (const T* y, const T* dy, T* dx, size_t n), (as_cxx<C>(y), as_cxx<C>(dy), as_cxx<C>(dx), n))            \
+  SMAX_C_AB(stablemax_backward, x, dy, sfx, (const T* x, const T* dy, T* dx, size_t n), (as_cxx<C>(x), as_cxx<C>(dy), as_cxx<C>(dx), n))            \
   SMAX_C_AB(entmax_backward, y, dy, sfx, (const T* y, const T* dy, T* dx, size_t n, S alpha),                      \
-            (y, dy, dx, n, alpha))                                                                                 \
+            (as_cxx<C>(y), as_cxx<C>(dy), as_cxx<C>(dx), n, alpha))                                                                                 \
   smax_status smax_softpick_backward_##sfx(const T* x, const T* y, const T* dy, T* dx, size_t n, S eps) {          \
     return guarded([&] {                                                                                           \
       need(x, n, "softpick_backward_" #sfx, "x"), need(y, n, "softpick_backward_" #sfx, "y");                      \
       need(dy, n, "softpick_backward_" #sfx, "dy"), need(dx, n, "softpick_backward_" #sfx, "dx");                  \
-      smax::dynamic::softpick_backward(x, y, dy, dx, n, eps);                                                      \
+      smax::dynamic::softpick_backward(as_cxx<C>(x), as_cxx<C>(y), as_cxx<C>(dy), as_cxx<C>(dx), n, eps);                                                      \
     });                                                                                                            \
   }                                                                                                                \
                                                                                                                    \
   SMAX_C_BATCHED(softmax, sfx,                                                                                     \
                  (const T* x, size_t ldx, T* y, size_t ldy, size_t rows, size_t cols,                              \
                   smax_algorithm a, size_t threads),                                                               \
-                 (view(x, ldx, rows, cols), view(y, ldy, rows, cols), to_algorithm(&a, "softmax_batched_" #sfx),    \
+                 (view(as_cxx<C>(x), ldx, rows, cols), view(as_cxx<C>(y), ldy, rows, cols), to_algorithm(&a, "softmax_batched_" #sfx),    \
                   executor_for(threads)))                                                                          \
-  SMAX_C_XY_BATCHED(log_softmax, T, sfx)                                                                           \
-  SMAX_C_XY_BATCHED(sparsemax, T, sfx)                                                                             \
-  SMAX_C_XY_BATCHED(entmax15, T, sfx)                                                                              \
-  SMAX_C_XY_BATCHED(stablemax, T, sfx)                                                                             \
-  SMAX_C_XY_BATCHED(log_stablemax, T, sfx)                                                                         \
+  SMAX_C_XY_BATCHED(log_softmax, T, C, sfx)                                                                           \
+  SMAX_C_XY_BATCHED(sparsemax, T, C, sfx)                                                                             \
+  SMAX_C_XY_BATCHED(entmax15, T, C, sfx)                                                                              \
+  SMAX_C_XY_BATCHED(stablemax, T, C, sfx)                                                                             \
+  SMAX_C_XY_BATCHED(log_stablemax, T, C, sfx)                                                                         \
   SMAX_C_BATCHED(entmax_bisect, sfx,                                                                               \
                  (const T* x, size_t ldx, T* y, size_t ldy, size_t rows, size_t cols,                              \
                   S alpha, int n_iter, size_t threads),                                                            \
-                 (view(x, ldx, rows, cols), view(y, ldy, rows, cols), alpha, n_iter, executor_for(threads)))       \
+                 (view(as_cxx<C>(x), ldx, rows, cols), view(as_cxx<C>(y), ldy, rows, cols), alpha, n_iter, executor_for(threads)))       \
   SMAX_C_BATCHED(softpick, sfx,                                                                                    \
                  (const T* x, size_t ldx, T* y, size_t ldy, size_t rows, size_t cols, S eps, size_t threads),      \
-                 (view(x, ldx, rows, cols), view(y, ldy, rows, cols), eps, executor_for(threads)))                 \
+                 (view(as_cxx<C>(x), ldx, rows, cols), view(as_cxx<C>(y), ldy, rows, cols), eps, executor_for(threads)))                 \
   SMAX_C_BATCHED(ssmax, sfx,                                                                                       \
                  (const T* x, size_t ldx, T* y, size_t ldy, size_t rows, size_t cols, S s, S b, size_t threads),   \
-                 (view(x, ldx, rows, cols), view(y, ldy, rows, cols), s, b, executor_for(threads)))                \
+                 (view(as_cxx<C>(x), ldx, rows, cols), view(as_cxx<C>(y), ldy, rows, cols), s, b, executor_for(threads)))                \
   SMAX_C_BATCHED(gumbel_softmax, sfx,                                                                              \
                  (const T* logits, size_t ldlogits, T* y, size_t ldy, size_t rows, size_t cols, S tau,             \
                   uint64_t seed, int hard, size_t threads),                                                        \
-                 (view(logits, ldlogits, rows, cols), view(y, ldy, rows, cols), tau, seed, hard != 0,              \
+                 (view(as_cxx<C>(logits), ldlogits, rows, cols), view(as_cxx<C>(y), ldy, rows, cols), tau, seed, hard != 0,              \
                   executor_for(threads)))                                                                          \
-  SMAX_C_AB_BATCHED(softmax_backward, y, dy, T, sfx)                                                               \
-  SMAX_C_AB_BATCHED(log_softmax_backward, y, dy, T, sfx)                                                           \
-  SMAX_C_AB_BATCHED(sparsemax_backward, y, dy, T, sfx)                                                             \
-  SMAX_C_AB_BATCHED(stablemax_backward, x, dy, T, sfx)                                                             \
+  SMAX_C_AB_BATCHED(softmax_backward, y, dy, T, C, sfx)                                                               \
+  SMAX_C_AB_BATCHED(log_softmax_backward, y, dy, T, C, sfx)                                                           \
+  SMAX_C_AB_BATCHED(sparsemax_backward, y, dy, T, C, sfx)                                                             \
+  SMAX_C_AB_BATCHED(stablemax_backward, x, dy, T, C, sfx)                                                             \
   SMAX_C_BATCHED(entmax_backward, sfx,                                                                             \
                  (const T* y, size_t ldy, const T* dy, size_t lddy, T* dx, size_t lddx, size_t rows,               \
                   size_t cols, S alpha, size_t threads),                                                           \
-                 (view(y, ldy, rows, cols), view(dy, lddy, rows, cols), view(dx, lddx, rows, cols), alpha,         \
+                 (view(as_cxx<C>(y), ldy, rows, cols), view(as_cxx<C>(dy), lddy, rows, cols), view(as_cxx<C>(dx), lddx, rows, cols), alpha,         \
                   executor_for(threads)))                                                                          \
   SMAX_C_BATCHED(softpick_backward, sfx,                                                                           \
                  (const T* x, size_t ldx, const T* y, size_t ldy, const T* dy, size_t lddy, T* dx, size_t lddx,    \
                   size_t rows, size_t cols, S eps, size_t threads),                                                \
-                 (view(x, ldx, rows, cols), view(y, ldy, rows, cols), view(dy, lddy, rows, cols),                  \
-                  view(dx, lddx, rows, cols), eps, executor_for(threads)))
+                 (view(as_cxx<C>(x), ldx, rows, cols), view(as_cxx<C>(y), ldy, rows, cols), view(as_cxx<C>(dy), lddy, rows, cols),                  \
+                  view(as_cxx<C>(dx), lddx, rows, cols), eps, executor_for(threads)))
 
-SMAX_C_DEFINE(float, float, f32)
-SMAX_C_DEFINE(double, double, f64)
+SMAX_C_DEFINE(float, float, float, f32)
+SMAX_C_DEFINE(double, double, double, f64)
+SMAX_C_DEFINE(uint16_t, smax::bf16, float, bf16)
+SMAX_C_DEFINE(uint16_t, smax::fp16, float, f16)
 
 // 16-bit: the C storage (uint16_t) is the C++ type's layout.
 #define SMAX_C_DEFINE_HALF(H, sfx)                                                                                  \
-  smax_status smax_softmax_##sfx(const uint16_t* x, uint16_t* y, size_t n, smax_algorithm a) {                     \
-    return guarded([&] {                                                                                           \
-      need(x, n, "softmax_" #sfx, "x"), need(y, n, "softmax_" #sfx, "y");                                          \
-      smax::dynamic::softmax(reinterpret_cast<const H*>(x), reinterpret_cast<H*>(y), n,                             \
-                             to_algorithm(&a, "softmax_" #sfx));                                                    \
-    });                                                                                                            \
-  }                                                                                                                \
   smax_status smax_softmax_##sfx##_to_f32(const uint16_t* x, float* y, size_t n, smax_algorithm a) {               \
     return guarded([&] {                                                                                           \
       need(x, n, "softmax_" #sfx "_to_f32", "x"), need(y, n, "softmax_" #sfx "_to_f32", "y");                      \
       smax::dynamic::softmax(reinterpret_cast<const H*>(x), y, n, to_algorithm(&a, "softmax_" #sfx "_to_f32"));    \
     });                                                                                                            \
   }                                                                                                                \
-  smax_status smax_log_softmax_##sfx(const uint16_t* x, uint16_t* y, size_t n) {                                   \
-    return guarded([&] {                                                                                           \
-      need(x, n, "log_softmax_" #sfx, "x"), need(y, n, "log_softmax_" #sfx, "y");                                  \
-      smax::dynamic::log_softmax(reinterpret_cast<const H*>(x), reinterpret_cast<H*>(y), n);                        \
-    });                                                                                                            \
-  }                                                                                                                \
   smax_status smax_log_softmax_##sfx##_to_f32(const uint16_t* x, float* y, size_t n) {                             \
     return guarded([&] {                                                                                           \
       need(x, n, "log_softmax_" #sfx "_to_f32", "x"), need(y, n, "log_softmax_" #sfx "_to_f32", "y");              \
       smax::dynamic::log_softmax(reinterpret_cast<const H*>(x), y, n);                                              \
-    });                                                                                                            \
-  }                                                                                                                \
-  smax_status smax_softmax_backward_##sfx(const uint16_t* y, const uint16_t* dy, uint16_t* dx, size_t n) {         \
-    return guarded([&] {                                                                                           \
-      need(y, n, "softmax_backward_" #sfx, "y"), need(dy, n, "softmax_backward_" #sfx, "dy");                      \
-      need(dx, n, "softmax_backward_" #sfx, "dx");                                                                 \
-      smax::dynamic::softmax_backward(reinterpret_cast<const H*>(y), reinterpret_cast<const H*>(dy),                \
-                                      reinterpret_cast<H*>(dx), n);                                                 \
-    });                                                                                                            \
-  }                                                                                                                \
-  smax_status smax_log_softmax_backward_##sfx(const uint16_t* y, const uint16_t* dy, uint16_t* dx, size_t n) {     \
-    return guarded([&] {                                                                                           \
-      need(y, n, "log_softmax_backward_" #sfx, "y"), need(dy, n, "log_softmax_backward_" #sfx, "dy");              \
-      need(dx, n, "log_softmax_backward_" #sfx, "dx");                                                             \
-      smax::dynamic::log_softmax_backward(reinterpret_cast<const H*>(y), reinterpret_cast<const H*>(dy),            \
-                                          reinterpret_cast<H*>(dx), n);                                             \
-    });                                                                                                            \
-  }                                                                                                                \
-  smax_status smax_softmax_batched_##sfx(const uint16_t* x, size_t ldx, uint16_t* y, size_t ldy, size_t rows,      \
-                                         size_t cols, smax_algorithm a, size_t threads) {                         \
-    return guarded([&] {                                                                                           \
-      smax::dynamic::softmax(view(reinterpret_cast<const H*>(x), ldx, rows, cols),                                 \
-                             view(reinterpret_cast<H*>(y), ldy, rows, cols), to_algorithm(&a, "softmax_batched_" #sfx), \
-                             executor_for(threads));                                                               \
-    });                                                                                                            \
-  }                                                                                                                \
-  smax_status smax_log_softmax_batched_##sfx(const uint16_t* x, size_t ldx, uint16_t* y, size_t ldy, size_t rows,  \
-                                             size_t cols, size_t threads) {                                        \
-    return guarded([&] {                                                                                           \
-      smax::dynamic::log_softmax(view(reinterpret_cast<const H*>(x), ldx, rows, cols),                             \
-                                 view(reinterpret_cast<H*>(y), ldy, rows, cols), executor_for(threads));           \
     });                                                                                                            \
   }                                                                                                                \
   smax_status smax_convert_f32_to_##sfx(const float* src, uint16_t* dst, size_t n) {                               \

@@ -93,7 +93,7 @@ SMAX_C_API uint64_t smax_gumbel_row_seed(uint64_t seed, uint64_t r);
 
 /* ---- float (f32) and double (f64) ------------------------------------- */
 /* T is the arrays' element type, S the scalar parameters' (float for the
- * 16-bit types to come). One list for every dtype. A new function of the
+ * 16-bit types below). One list for every dtype. A new function of the
  * family adds one line to each block here, its definition in src/smax_c.cpp
  * and a case in tests/c_api/ (docs/c_api.md, "Adding a function"). */
 
@@ -160,32 +160,28 @@ SMAX_C_API uint64_t smax_gumbel_row_seed(uint64_t seed, uint64_t r);
 
 SMAX_C_DECLARE(float, float, f32)
 SMAX_C_DECLARE(double, double, f64)
-#undef SMAX_C_DECLARE
 
-/* 16-bit logits (docs/half.md): bfloat16 and IEEE binary16 arrays stored as
+/* 16-bit data (docs/half.md): bfloat16 and IEEE binary16 arrays stored as
  * uint16_t (a PyTorch bfloat16 / half tensor's data, a numpy float16 array).
- * Computed in float, each output rounded once to nearest even. _to_f32: float
- * outputs from 16-bit logits. The rest of the family has no 16-bit form yet. */
+ * Every function above with the suffix bf16 or f16, arrays uint16_t and
+ * scalar parameters float; computed in float, each output rounded once to
+ * nearest even. _to_f32: float outputs from 16-bit logits. */
 typedef uint16_t smax_bf16;
 typedef uint16_t smax_f16;
 
+SMAX_C_DECLARE(smax_bf16, float, bf16)
+SMAX_C_DECLARE(smax_f16, float, f16)
+
 #define SMAX_C_DECLARE_HALF(H, sfx)                                                                                 \
-  SMAX_C_API smax_status smax_softmax_##sfx(const H* x, H* y, size_t n, smax_algorithm a);                       \
   SMAX_C_API smax_status smax_softmax_##sfx##_to_f32(const H* x, float* y, size_t n, smax_algorithm a);          \
-  SMAX_C_API smax_status smax_log_softmax_##sfx(const H* x, H* y, size_t n);                                      \
   SMAX_C_API smax_status smax_log_softmax_##sfx##_to_f32(const H* x, float* y, size_t n);                         \
-  SMAX_C_API smax_status smax_softmax_backward_##sfx(const H* y, const H* dy, H* dx, size_t n);                  \
-  SMAX_C_API smax_status smax_log_softmax_backward_##sfx(const H* y, const H* dy, H* dx, size_t n);              \
-  SMAX_C_API smax_status smax_softmax_batched_##sfx(const H* x, size_t ldx, H* y, size_t ldy, size_t rows,       \
-                                                    size_t cols, smax_algorithm a, size_t threads);             \
-  SMAX_C_API smax_status smax_log_softmax_batched_##sfx(const H* x, size_t ldx, H* y, size_t ldy, size_t rows,   \
-                                                        size_t cols, size_t threads);                           \
   SMAX_C_API smax_status smax_convert_f32_to_##sfx(const float* src, H* dst, size_t n);                          \
   SMAX_C_API smax_status smax_convert_##sfx##_to_f32(const H* src, float* dst, size_t n);
 
 SMAX_C_DECLARE_HALF(smax_bf16, bf16)
 SMAX_C_DECLARE_HALF(smax_f16, f16)
 #undef SMAX_C_DECLARE_HALF
+#undef SMAX_C_DECLARE
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -1,10 +1,11 @@
-// The C++ side of the C API test: the same cases as c_api_test.c, in the same
-// order, through smax::dynamic (the C++ API that smax_c wraps; linked from
+// The C++ side of the C API test: the same cases as c_api_test.c (float,
+// double, bf16, fp16), in the same order, through smax::dynamic (the C++ API that smax_c wraps; linked from
 // the static smax_c, whose objects carry it). Writes every output to
 // argv[1]; c_api_test compares its C calls' outputs with it bit for bit.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include <smax/dynamic.hpp>
@@ -20,6 +21,10 @@ void put(const std::vector<T>& v) {
   std::fwrite(v.data(), sizeof(T), v.size(), out);
 }
 
+// The scalar parameters' type: float for the 16-bit types.
+template <class T>
+using scalar_t = std::conditional_t<sizeof(T) == 2, float, T>;
+
 template <class T>
 void run() {
   using smax::matrix_view;
@@ -28,7 +33,8 @@ void run() {
   CASE_FILL(T, x, p, d, n, 1);
   CASE_FILL(T, bx, bp, bd, bn, 2);
   namespace D = smax::dynamic;
-  const T a125 = T(1.25), eps = T(1e-6), s = T(0.4), b = T(0.1), tau = T(0.7), a15 = T(1.5);
+  using S = scalar_t<T>;
+  const S a125 = S(1.25), eps = S(1e-6), s = S(0.4), b = S(0.1), tau = S(0.7), a15 = S(1.5);
   for (int a = 0; a <= 4; ++a) D::softmax(x.data(), y.data(), n, static_cast<smax::algorithm>(a)), put(y);
   D::log_softmax(x.data(), y.data(), n), put(y);
   D::sparsemax(x.data(), y.data(), n), put(y);
@@ -83,6 +89,8 @@ int main(int argc, char** argv) {
     if (!smax::dynamic::set_isa(isas[k])) return 1;
     run<float>();
     run<double>();
+    run<smax::bf16>();
+    run<smax::fp16>();
   }
   return std::fclose(out) == 0 ? 0 : 1;
 }

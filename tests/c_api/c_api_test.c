@@ -1,4 +1,4 @@
-/* The C API from C (C99): every function, f32 and f64, single and batched,
+/* The C API from C (C99): every function, f32, f64, bf16 and f16, single and batched,
  * on every ISA the CPU has, compared bit for bit with the C++ calls
  * (the file written by c_api_reference, argv[1]); then the error codes.
  * CTest builds it against smax::smax_c; tests/c_api/pkg_config.cmake builds
@@ -42,15 +42,16 @@ static void same_bits(const char* what, const void* out, size_t bytes) {
 /* Same order as c_api_reference.cpp. Each case writes y (or dx) and
  * compares it; batched outputs are compared over the whole strided block
  * (the gaps between rows must be untouched: they hold 0.5). */
-#define RUN_CASES(T, sfx)                                                                          \
+#define RUN_CASES(T, sfx, FILL, HALF)                                                                        \
   static void run_##sfx(void) {                                                                    \
     static T x[CASE_N], p[CASE_N], d[CASE_N], y[CASE_N], xin[CASE_N];                              \
     static T bx[CASE_ROWS * CASE_LD], bp[CASE_ROWS * CASE_LD], bd[CASE_ROWS * CASE_LD],            \
         by[CASE_ROWS * CASE_LD];                                                                   \
     const size_t n = CASE_N, r = CASE_ROWS, c = CASE_COLS, ld = CASE_LD, bn = CASE_ROWS * CASE_LD; \
+    const T half_ = HALF;                                                                          \
     int a;                                                                                         \
-    CASE_FILL(T, x, p, d, n, 1);                                                                   \
-    CASE_FILL(T, bx, bp, bd, bn, 2);                                                               \
+    FILL(T, x, p, d, n, 1);                                                                        \
+    FILL(T, bx, bp, bd, bn, 2);                                                                    \
     for (a = 0; a <= 4; ++a) {                                                                     \
       OK(smax_softmax_##sfx(x, y, n, (smax_algorithm)a));                                          \
       same_bits("softmax_" #sfx, y, sizeof y);                                                     \
@@ -106,7 +107,7 @@ static void same_bits(const char* what, const void* out, size_t bytes) {
 #define BATCH_RESET(b, len)                              \
   do {                                                   \
     size_t i_;                                           \
-    for (i_ = 0; i_ < (len); ++i_) (b)[i_] = 0.5;        \
+    for (i_ = 0; i_ < (len); ++i_) (b)[i_] = half_;      \
   } while (0)
 #define BATCH(name, call)                                \
   do {                                                   \
@@ -115,8 +116,22 @@ static void same_bits(const char* what, const void* out, size_t bytes) {
     same_bits(#name "_batched", by, sizeof by);          \
   } while (0)
 
-RUN_CASES(float, f32)
-RUN_CASES(double, f64)
+/* 16-bit inputs: the float inputs rounded by the library's conversion. */
+static void fill16(uint16_t* x, uint16_t* p, uint16_t* d, size_t len, uint64_t seed,
+                   smax_status (*to16)(const float*, uint16_t*, size_t)) {
+  static float fx[CASE_ROWS * CASE_LD], fp[CASE_ROWS * CASE_LD], fd[CASE_ROWS * CASE_LD];
+  CASE_FILL(float, fx, fp, fd, len, seed);
+  OK(to16(fx, x, len));
+  OK(to16(fp, p, len));
+  OK(to16(fd, d, len));
+}
+#define FILL_BF16(T, x, p, d, len, seed) fill16(x, p, d, len, seed, smax_convert_f32_to_bf16)
+#define FILL_F16(T, x, p, d, len, seed) fill16(x, p, d, len, seed, smax_convert_f32_to_f16)
+
+RUN_CASES(float, f32, CASE_FILL, 0.5f)
+RUN_CASES(double, f64, CASE_FILL, 0.5)
+RUN_CASES(smax_bf16, bf16, FILL_BF16, 0x3F00) /* 0.5 */
+RUN_CASES(smax_f16, f16, FILL_F16, 0x3800)    /* 0.5 */
 
 /* Bad arguments: an error code, a message naming the parameter, nothing written. */
 static void errors(void) {
@@ -206,6 +221,8 @@ int main(int argc, char** argv) {
     CHECK(strcmp(smax_active_isa(), isas[k]) == 0);
     run_f32();
     run_f64();
+    run_bf16();
+    run_f16();
     half16();
   }
   {
