@@ -1,8 +1,8 @@
 """smax: softmax-family kernels for CPUs (AVX-512, AVX2+FMA, SSE2, NEON), from Python.
 
-Every function takes a float32 or float64 array -- a numpy array, anything
-with the buffer protocol, or anything with ``__dlpack__`` (a CPU PyTorch
-tensor) -- and works along ``axis`` (default: the last) without copying
+Every function takes a float32, float64 or float16 array -- a numpy array,
+anything with the buffer protocol, or anything with ``__dlpack__`` (a CPU
+PyTorch tensor, bfloat16 too) -- and works along ``axis`` (default: the last) without copying
 when the rows along that axis are contiguous and evenly spaced; otherwise
 (a strided or transposed view) it copies into a scratch buffer and writes
 the result back, so every layout gives the right answer.
@@ -67,6 +67,13 @@ def _is_torch(obj):
     return type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "numpy")
 
 
+class _BF16(_np.ndarray):
+    """A torch bfloat16 tensor's memory as numpy uint16 (numpy has no bfloat16)."""
+
+
+_DTYPES = (_np.float32, _np.float64, _np.float16)
+
+
 def _as_array(obj, name, writable=False):
     """A numpy view of obj (no copy for arrays, buffers, tensors)."""
     if isinstance(obj, _np.ndarray):
@@ -74,10 +81,13 @@ def _as_array(obj, name, writable=False):
     elif _is_torch(obj):
         if obj.device.type != "cpu":
             raise ValueError(f"{name} must be a CPU tensor, got one on {obj.device}")
+        import torch
+        if obj.dtype == torch.bfloat16:
+            return obj.detach().view(torch.int16).numpy().view(_np.uint16).view(_BF16)
         try:
             a = obj.detach().numpy()
-        except TypeError as e:  # bfloat16 and other dtypes numpy lacks
-            raise TypeError(f"{name} must be float32 or float64, got {obj.dtype}") from e
+        except TypeError as e:  # dtypes numpy lacks
+            raise TypeError(f"{name} must be float32, float64, float16 or bfloat16, got {obj.dtype}") from e
     elif hasattr(obj, "__dlpack__") and not writable:
         a = _np.from_dlpack(obj)
     else:
@@ -86,11 +96,15 @@ def _as_array(obj, name, writable=False):
         except Exception as e:
             raise TypeError(f"{name} must be an array (numpy, buffer protocol or __dlpack__), "
                             f"got {type(obj).__name__}") from e
-    if a.dtype != _np.float32 and a.dtype != _np.float64:
-        raise TypeError(f"{name} must be float32 or float64, got {a.dtype}")
+    if not (a.dtype in _DTYPES or isinstance(a, _BF16)):
+        raise TypeError(f"{name} must be float32, float64, float16 or bfloat16, got {a.dtype}")
     if writable and not a.flags.writeable:
         raise ValueError(f"{name} is read-only")
     return a
+
+
+def _dtype_name(a):
+    return "bfloat16" if isinstance(a, _BF16) else str(a.dtype)
 
 
 def _axis(axis, ndim, name="axis"):
@@ -138,6 +152,8 @@ def _same_view(a, b):
 def _wrap(result, like):
     if _is_torch(like):
         import torch
+        if isinstance(result, _BF16):
+            return torch.from_numpy(result.view(_np.ndarray).view(_np.int16)).view(torch.bfloat16)
         return torch.from_numpy(result) if isinstance(result, _np.ndarray) else result
     return result
 
@@ -153,19 +169,21 @@ def _apply(kernel, inputs, axis, out, threads, scalars=()):
     for a, (_, name) in zip(arrays[1:], inputs[1:]):
         if a.shape != first.shape:
             raise ValueError(f"{name} has shape {a.shape}, {first_name} has {first.shape}")
-        if a.dtype != first.dtype:
-            raise TypeError(f"{name} is {a.dtype}, {first_name} is {first.dtype}")
+        if a.dtype != first.dtype or isinstance(a, _BF16) != isinstance(first, _BF16):
+            raise TypeError(f"{name} is {_dtype_name(a)}, {first_name} is {_dtype_name(first)}")
     nthreads = _threads(threads)
     like = inputs[0][0]
     if out is None:
         o = _np.empty(first.shape, first.dtype)
+        if isinstance(first, _BF16):
+            o = o.view(_BF16)
         out_obj = None
     else:
         o = _as_array(out, "out", writable=True)
         if o.shape != first.shape:
             raise ValueError(f"out has shape {o.shape}, {first_name} has {first.shape}")
-        if o.dtype != first.dtype:
-            raise TypeError(f"out is {o.dtype}, {first_name} is {first.dtype}")
+        if o.dtype != first.dtype or isinstance(o, _BF16) != isinstance(first, _BF16):
+            raise TypeError(f"out is {_dtype_name(o)}, {first_name} is {_dtype_name(first)}")
         out_obj = out
     moved = [_np.moveaxis(a, ax, -1) for a in arrays]
     o_moved = _np.moveaxis(o, ax, -1)
@@ -287,8 +305,8 @@ def gumbel_noise(shape=None, *, seed, offset=0, dtype=_np.float32, out=None):
         if shape is None:
             raise ValueError("gumbel_noise needs shape or out")
         dt = _np.dtype(dtype)
-        if dt != _np.float32 and dt != _np.float64:
-            raise TypeError(f"dtype must be float32 or float64, got {dt}")
+        if dt not in _DTYPES:
+            raise TypeError(f"dtype must be float32, float64 or float16, got {dt}")
         o = _np.empty(shape, dt)
         _smax.gumbel_noise(o.reshape(1, -1), seed, offset)
         return o

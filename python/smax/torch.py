@@ -9,7 +9,8 @@ parameters as the module smax, with ``dim`` for ``axis``:
     p = st.entmax15(scores, dim=-1)           # scores.requires_grad -> p has a grad_fn
     p = st.softmax(scores, dim=-1, threads=2)
 
-CPU tensors, float32 or float64. Gradients flow to the input only (not to
+CPU tensors, float32, float64, float16 or bfloat16 (16-bit: computed in
+float, each output rounded once; gradcheck needs double). Gradients flow to the input only (not to
 alpha, eps, s, b or tau). gumbel_softmax with hard=True is straight-through:
 the forward gives the one-hot, the backward the soft sample's gradient (as
 torch.nn.functional.gumbel_softmax). Backward of backward is not supported.
@@ -156,7 +157,8 @@ def gumbel_softmax(logits, dim=-1, *, tau, seed, hard=False, threads=None):
 
 def gumbel_noise(shape, *, seed, offset=0, dtype=torch.float32):
     """Gumbel(0, 1) noise as a tensor (smax.gumbel_noise; not differentiable)."""
-    np_dtype = {torch.float32: "float32", torch.float64: "float64"}.get(dtype)
-    if np_dtype is None:
-        raise TypeError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
-    return torch.from_numpy(_s.gumbel_noise(shape, seed=seed, offset=offset, dtype=np_dtype))
+    if dtype not in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        raise TypeError(f"dtype must be torch.float32, float64, float16 or bfloat16, got {dtype}")
+    out = torch.empty(shape, dtype=dtype)
+    _s.gumbel_noise(seed=seed, offset=offset, out=out)
+    return out

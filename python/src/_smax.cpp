@@ -19,40 +19,74 @@ namespace py = pybind11;
 
 namespace {
 
+// The element types the bindings take: float and double, and the 16-bit
+// ones as tags over their uint16_t storage (numpy float16 is fp16; a uint16
+// array is bf16 -- only smax/__init__.py passes one, for a torch bfloat16
+// tensor). storage: the C API's array type; scalar: its scalar parameters'.
+struct bf16_tag {};
+struct f16_tag {};
+template <class T>
+struct element {
+  using storage = T;
+  using scalar = T;
+  static py::dtype dtype() { return py::dtype::of<T>(); }
+};
+template <>
+struct element<bf16_tag> {
+  using storage = std::uint16_t;
+  using scalar = float;
+  static py::dtype dtype() { return py::dtype::of<std::uint16_t>(); }
+};
+template <>
+struct element<f16_tag> {
+  using storage = std::uint16_t;
+  using scalar = float;
+  static py::dtype dtype() { return py::dtype("float16"); }
+};
+template <class T>
+using storage_t = typename element<T>::storage;
+template <class T>
+using scalar_t = typename element<T>::scalar;
+
 // A 2-D array's rows as the C API wants them: pointer, shape, row stride in
 // elements. `name` is the Python argument's name, for the error text.
-template <class T>
+template <class E>
 struct rows_of {
-  T* data;
+  E* data;
   std::size_t rows, cols, ld;
 };
 
 template <class T>
-rows_of<T> rows_view(py::array& a, const char* name, bool writable) {
+rows_of<storage_t<T>> rows_view(py::array& a, const char* name, bool writable) {
+  using E = storage_t<T>;
   if (a.ndim() != 2) throw py::value_error(std::string(name) + " must be 2-D here");
-  if (!a.dtype().is(py::dtype::of<T>())) throw py::type_error(std::string(name) + " has the wrong dtype");
+  if (!a.dtype().is(element<T>::dtype())) throw py::type_error(std::string(name) + " has the wrong dtype");
   const auto rows = static_cast<std::size_t>(a.shape(0)), cols = static_cast<std::size_t>(a.shape(1));
   const auto s0 = a.strides(0), s1 = a.strides(1);
-  if (cols > 1 && s1 != static_cast<py::ssize_t>(sizeof(T)))
+  if (cols > 1 && s1 != static_cast<py::ssize_t>(sizeof(E)))
     throw py::value_error(std::string(name) + "'s rows must be contiguous");
   std::size_t ld = cols;
   if (rows > 1) {
-    if (s0 < 0 || s0 % static_cast<py::ssize_t>(sizeof(T)) != 0)
+    if (s0 < 0 || s0 % static_cast<py::ssize_t>(sizeof(E)) != 0)
       throw py::value_error(std::string(name) + " has a negative or misaligned row stride");
-    ld = static_cast<std::size_t>(s0) / sizeof(T);
+    ld = static_cast<std::size_t>(s0) / sizeof(E);
   }
-  T* p = writable ? static_cast<T*>(a.mutable_data()) : static_cast<T*>(const_cast<void*>(a.data()));
+  E* p = writable ? static_cast<E*>(a.mutable_data()) : static_cast<E*>(const_cast<void*>(a.data()));
   return {p, rows, cols, ld};
 }
 
-template <class T, class F, class D>
-constexpr auto pick(F f, D d) {
+template <class T, class F, class D, class B, class H>
+constexpr auto pick(F f, D d, B b, H h) {
   if constexpr (std::is_same<T, float>::value)
     return f;
-  else
+  else if constexpr (std::is_same<T, double>::value)
     return d;
+  else if constexpr (std::is_same<T, bf16_tag>::value)
+    return b;
+  else
+    return h;
 }
-#define SMAX_PY_FN(T, name) pick<T>(&smax_##name##_f32, &smax_##name##_f64)
+#define SMAX_PY_FN(T, name) pick<T>(&smax_##name##_f32, &smax_##name##_f64, &smax_##name##_bf16, &smax_##name##_f16)
 
 void raise(smax_status s) {
   switch (s) {
@@ -74,15 +108,20 @@ void call(F f, A... a) {
   raise(s);
 }
 
-// Calls body.template operator()<T>() for x's dtype, float32 or float64.
+// Calls body(tag) for x's dtype: float32, float64, float16 (fp16) or
+// uint16 (bf16 storage).
 template <class B>
 void by_dtype(const py::array& x, const char* name, B&& body) {
   if (x.dtype().is(py::dtype::of<float>()))
     body(float{});
   else if (x.dtype().is(py::dtype::of<double>()))
     body(double{});
+  else if (x.dtype().is(element<f16_tag>::dtype()))
+    body(f16_tag{});
+  else if (x.dtype().is(element<bf16_tag>::dtype()))
+    body(bf16_tag{});
   else
-    throw py::type_error(std::string(name) + " must be float32 or float64");
+    throw py::type_error(std::string(name) + " must be float32, float64, float16 or bfloat16");
 }
 
 #define SMAX_PY_UNARY(name)                                                                   \
@@ -144,26 +183,29 @@ PYBIND11_MODULE(_smax, m) {
   m.def("entmax_bisect", [](py::array x, py::array y, double alpha, int n_iter, std::size_t threads) {
     by_dtype(x, "x", [&](auto tag) {
       using T = decltype(tag);
+      using S = scalar_t<T>;
       const auto X = rows_view<T>(x, "x", false);
       const auto Y = rows_view<T>(y, "out", true);
-      call(SMAX_PY_FN(T, entmax_bisect_batched), X.data, X.ld, Y.data, Y.ld, X.rows, X.cols, T(alpha), n_iter,
+      call(SMAX_PY_FN(T, entmax_bisect_batched), X.data, X.ld, Y.data, Y.ld, X.rows, X.cols, S(alpha), n_iter,
            threads);
     });
   });
   m.def("softpick", [](py::array x, py::array y, double eps, std::size_t threads) {
     by_dtype(x, "x", [&](auto tag) {
       using T = decltype(tag);
+      using S = scalar_t<T>;
       const auto X = rows_view<T>(x, "x", false);
       const auto Y = rows_view<T>(y, "out", true);
-      call(SMAX_PY_FN(T, softpick_batched), X.data, X.ld, Y.data, Y.ld, X.rows, X.cols, T(eps), threads);
+      call(SMAX_PY_FN(T, softpick_batched), X.data, X.ld, Y.data, Y.ld, X.rows, X.cols, S(eps), threads);
     });
   });
   m.def("ssmax", [](py::array x, py::array y, double s, double b, std::size_t threads) {
     by_dtype(x, "x", [&](auto tag) {
       using T = decltype(tag);
+      using S = scalar_t<T>;
       const auto X = rows_view<T>(x, "x", false);
       const auto Y = rows_view<T>(y, "out", true);
-      call(SMAX_PY_FN(T, ssmax_batched), X.data, X.ld, Y.data, Y.ld, X.rows, X.cols, T(s), T(b), threads);
+      call(SMAX_PY_FN(T, ssmax_batched), X.data, X.ld, Y.data, Y.ld, X.rows, X.cols, S(s), S(b), threads);
     });
   });
   // vector = true: one row, keyed by seed itself (the single-vector C++
@@ -172,12 +214,13 @@ PYBIND11_MODULE(_smax, m) {
                              std::size_t threads) {
     by_dtype(x, "logits", [&](auto tag) {
       using T = decltype(tag);
+      using S = scalar_t<T>;
       const auto X = rows_view<T>(x, "logits", false);
       const auto Y = rows_view<T>(y, "out", true);
       if (vector && X.rows == 1)
-        call(SMAX_PY_FN(T, gumbel_softmax), static_cast<const T*>(X.data), Y.data, X.cols, T(tau), seed, int(hard));
+        call(SMAX_PY_FN(T, gumbel_softmax), static_cast<const storage_t<T>*>(X.data), Y.data, X.cols, S(tau), seed, int(hard));
       else
-        call(SMAX_PY_FN(T, gumbel_softmax_batched), X.data, X.ld, Y.data, Y.ld, X.rows, X.cols, T(tau), seed,
+        call(SMAX_PY_FN(T, gumbel_softmax_batched), X.data, X.ld, Y.data, Y.ld, X.rows, X.cols, S(tau), seed,
              int(hard), threads);
     });
   });
@@ -196,20 +239,22 @@ PYBIND11_MODULE(_smax, m) {
   m.def("entmax_backward", [](py::array y, py::array dy, py::array dx, double alpha, std::size_t threads) {
     by_dtype(y, "y", [&](auto tag) {
       using T = decltype(tag);
+      using S = scalar_t<T>;
       const auto Y = rows_view<T>(y, "y", false), G = rows_view<T>(dy, "dy", false);
       const auto D = rows_view<T>(dx, "out", true);
       call(SMAX_PY_FN(T, entmax_backward_batched), Y.data, Y.ld, G.data, G.ld, D.data, D.ld, Y.rows, Y.cols,
-           T(alpha), threads);
+           S(alpha), threads);
     });
   });
   m.def("softpick_backward", [](py::array x, py::array y, py::array dy, py::array dx, double eps,
                                 std::size_t threads) {
     by_dtype(x, "x", [&](auto tag) {
       using T = decltype(tag);
+      using S = scalar_t<T>;
       const auto X = rows_view<T>(x, "x", false), Y = rows_view<T>(y, "y", false);
       const auto G = rows_view<T>(dy, "dy", false), D = rows_view<T>(dx, "out", true);
       call(SMAX_PY_FN(T, softpick_backward_batched), X.data, X.ld, Y.data, Y.ld, G.data, G.ld, D.data, D.ld,
-           X.rows, X.cols, T(eps), threads);
+           X.rows, X.cols, S(eps), threads);
     });
   });
 }

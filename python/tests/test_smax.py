@@ -351,12 +351,12 @@ def test_special_values():
 
 def test_errors_name_the_argument(rng):
     x = logits(rng, (3, 8), np.float32)
-    with pytest.raises(TypeError, match="x must be float32 or float64"):
+    with pytest.raises(TypeError, match="x must be float32, float64, float16 or bfloat16"):
         smax.softmax(np.ones(4, np.int64))
-    with pytest.raises(TypeError, match="x must be float32 or float64"):
-        smax.softmax(np.ones(4, np.float16))
-    with pytest.raises(TypeError, match="x must be float32 or float64"):
-        smax.softmax(torch.ones(4, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="x must be float32, float64, float16 or bfloat16"):
+        smax.softmax(np.ones(4, np.uint16))  # bfloat16 only from a torch tensor
+    with pytest.raises(TypeError, match="dy is float16, y is bfloat16"):
+        smax.softmax_backward(torch.ones(4, dtype=torch.bfloat16), np.ones(4, np.float16))
     with pytest.raises(TypeError, match="x must be an array|x must be float32"):
         smax.softmax(object())
     with pytest.raises(ValueError, match="axis"):
@@ -410,3 +410,59 @@ def test_example_runs():
     import runpy
     runpy.run_path(str(pathlib.Path(__file__).parent.parent / "examples" / "attention_sampling.py"),
                    run_name="__main__")
+
+
+# ------------------------------------------------------------------ 16-bit
+
+# Every function on 16-bit input is the float32 kernel on the widened values,
+# each output rounded once to nearest even: numpy's float16 and torch's
+# bfloat16 conversions round the same way, so the bits must match.
+SIXTEEN = [
+    ("softmax", lambda f, x: f.softmax(x), 1),
+    ("log_softmax", lambda f, x: f.log_softmax(x), 1),
+    ("sparsemax", lambda f, x: f.sparsemax(x, 0), 1),
+    ("entmax15", lambda f, x: f.entmax15(x), 1),
+    ("entmax_bisect", lambda f, x: f.entmax_bisect(x, alpha=1.3), 1),
+    ("stablemax", lambda f, x: f.stablemax(x), 1),
+    ("softpick", lambda f, x: f.softpick(x, eps=1e-6), 1),
+    ("ssmax", lambda f, x: f.ssmax(x, s=0.5, b=0.1), 1),
+    ("gumbel_softmax", lambda f, x: f.gumbel_softmax(x, tau=0.5, seed=3), 1),
+    ("softmax_backward", lambda f, y, dy: f.softmax_backward(y, dy), 2),
+    ("entmax_backward", lambda f, y, dy: f.entmax_backward(y, dy), 2),
+    ("softpick_backward", lambda f, x, y, dy: f.softpick_backward(x, y, dy), 3),
+]
+
+
+@pytest.mark.parametrize("name,call,arity", SIXTEEN, ids=[c[0] for c in SIXTEEN])
+def test_float16_is_the_float_kernel_rounded_once(rng, name, call, arity):
+    args16 = [logits(rng, (5, 37), np.float16) for _ in range(arity)]
+    got = call(smax, *args16)
+    assert got.dtype == np.float16
+    want = call(smax, *[a.astype(np.float32) for a in args16]).astype(np.float16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("name,call,arity", SIXTEEN, ids=[c[0] for c in SIXTEEN])
+def test_torch_bfloat16_is_the_float_kernel_rounded_once(rng, name, call, arity):
+    args = [torch.from_numpy(logits(rng, (4, 29), np.float32)).to(torch.bfloat16) for _ in range(arity)]
+    got = call(smax, *args)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16
+    want = call(smax, *[a.float() for a in args]).to(torch.bfloat16)
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+def test_sixteen_bit_out_in_place_and_layouts(rng):
+    x = torch.from_numpy(logits(rng, (6, 33), np.float32)).to(torch.bfloat16)
+    want = smax.softmax(x)
+    out = torch.empty_like(x)
+    assert smax.softmax(x, out=out) is out and torch.equal(out.view(torch.int16), want.view(torch.int16))
+    xt = x.t()  # strided along the axis: copied, the same bits
+    assert torch.equal(smax.softmax(xt, 0).view(torch.int16), want.t().view(torch.int16))
+    y = x.clone()
+    smax.softmax(y, out=y)
+    assert torch.equal(y.view(torch.int16), want.view(torch.int16))
+    h = logits(rng, (3, 40), np.float16)
+    np.testing.assert_array_equal(smax.sparsemax(h, 0).view(np.uint16),
+                                  smax.sparsemax(h.astype(np.float32), 0).astype(np.float16).view(np.uint16))
+    g = smax.gumbel_noise((2, 8), seed=4, dtype=np.float16)
+    np.testing.assert_array_equal(g, smax.gumbel_noise((2, 8), seed=4).astype(np.float16))

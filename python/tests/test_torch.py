@@ -76,10 +76,26 @@ def test_errors():
         st.softmax(np.ones(3))
     with pytest.raises(ValueError, match="alpha"):
         st.entmax_bisect(torch.ones(3), alpha=0.2)
-    with pytest.raises(TypeError, match="float32 or float64"):
-        st.softmax(torch.ones(3, dtype=torch.float16))
+    with pytest.raises(TypeError, match="float32, float64, float16 or bfloat16"):
+        st.softmax(torch.ones(3, dtype=torch.int32))
 
 
 def test_gumbel_noise_tensor():
     g = st.gumbel_noise((3, 4), seed=1, dtype=torch.float64)
     assert isinstance(g, torch.Tensor) and g.dtype == torch.float64 and g.shape == (3, 4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sixteen_bit_forward_and_backward(dtype):
+    x = (3 * torch.randn(4, 19, generator=torch.Generator().manual_seed(5))).to(dtype).requires_grad_()
+    y = st.entmax15(x)
+    assert y.dtype == dtype
+    w = torch.randn(4, 19, generator=torch.Generator().manual_seed(6)).to(dtype)
+    (y * w).sum().backward()
+    assert x.grad.dtype == dtype
+    # the float computation on the same values, rounded once
+    xf = x.detach().float().requires_grad_()
+    yf = st.entmax15(xf)
+    assert torch.equal(y.detach().view(torch.int16), yf.detach().to(dtype).view(torch.int16))
+    g = st.gumbel_noise((2, 5), seed=3, dtype=dtype)
+    assert g.dtype == dtype and torch.equal(g.float(), st.gumbel_noise((2, 5), seed=3).to(dtype).float())
