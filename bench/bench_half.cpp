@@ -4,6 +4,8 @@
 // elements (the same bytes, rotated the same way), so vs_roofline is against
 // the 16-bit roofline: rw2 over 2n bytes (two reads and one write of 16-bit
 // data). items_per_second counts 16-bit elements.
+#include <cmath>
+
 #include <smax/dynamic.hpp>
 
 #include "common.hpp"
@@ -59,9 +61,27 @@ void register_rows() {
   }
 }
 
+// The rest of the family on 16-bit (half_family.hpp: widen, float kernel,
+// narrow): "<fn>16/<bf16|fp16>/<isa>/<n>" beside the float "<fn>/f32/<isa>/<n>"
+// entries of the same traffic; rows beyond 2^18 elements allocate their
+// float copies per call.
+template <class H>
+void register_family() {
+  register_half<H>("sparsemax16", {3, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::sparsemax(x, y, n); },
+                   true);
+  register_half<H>("stablemax16", {2, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::stablemax(x, y, n); },
+                   true);
+  register_half<H>("sigmoid_attention16", {1, 1},
+                   [](const H* x, H* y, std::size_t n) {
+                     smax::dynamic::sigmoid_attention(x, y, n, -std::log(static_cast<float>(n)));
+                   },
+                   false);
+}
+
 SMAX_BENCH_REGISTER(half) {
   register_type<bf16>();
   register_type<fp16>();
+  register_family<bf16>();
   register_rows<bf16>();
   register_rows<fp16>();
 }
