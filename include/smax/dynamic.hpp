@@ -295,86 +295,54 @@ namespace dynamic {
         },                                                                                                    \
         x, y, dy, dx);                                                                                        \
   }                                                                                                           \
-  inline void topk_softmax(matrix_view<const H> x, std::size_t k, matrix_view<H> probs,                      \
+  inline void topk_softmax(matrix_view<const H> x, std::size_t k, matrix_view<H> probs,                       \
                            matrix_view<std::uint32_t> index, executor* ex = nullptr) {                        \
-    detail::check_topk_views(x, k, probs, index);                                                             \
-    if (k == 0) return;                                                                                       \
-    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
-      topk_softmax(x.row(r), x.cols, k, probs.row(r), index.row(r));                                          \
-    });                                                                                                       \
+    detail::half_topk_rows(x, k, probs, index, ex,                                                            \
+                           [](const H* xr, std::size_t n, std::size_t kk, H* p, std::uint32_t* ix) {          \
+                             topk_softmax(xr, n, kk, p, ix);                                                  \
+                           });                                                                                \
   }                                                                                                           \
   inline void sample(matrix_view<const H> logits, std::size_t* out, const sampling& s, std::uint64_t seed,    \
                      std::uint64_t offset = 0, executor* ex = nullptr) {                                      \
-    if (!detail::check_sample_rows(logits, out, s)) return;                                                   \
-    detail::for_each_half_row(logits.rows, logits.cols, ex, [&](std::size_t r) {                              \
-      out[r] = sample(logits.row(r), logits.cols, s, gumbel_row_seed(seed, r), offset);                       \
-    });                                                                                                       \
+    detail::half_sample_rows(logits, out, s, seed, offset, ex,                                                \
+                             [](const H* xr, std::size_t n, const sampling& ss, std::uint64_t sd,             \
+                                std::uint64_t off) { return sample(xr, n, ss, sd, off); });                   \
   }                                                                                                           \
   inline void logsumexp(matrix_view<const H> x, double* out, executor* ex = nullptr) {                        \
-    detail::check_view("smax::logsumexp", x, "x");                                                            \
-    if (x.rows && !out) throw std::invalid_argument("smax::logsumexp: out must not be null");                 \
-    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) { out[r] = logsumexp(x.row(r), x.cols); }); \
-    if (x.cols == 0)                                                                                          \
-      for (std::size_t r = 0; r < x.rows; ++r) out[r] = -std::numeric_limits<double>::infinity();             \
+    detail::half_logsumexp_rows(x, out, ex, [](const H* xr, std::size_t n) { return logsumexp(xr, n); });     \
   }                                                                                                           \
-  inline void softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,               \
+  inline void softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,                \
                       executor* ex = nullptr) {                                                               \
-    detail::check_shapes("smax::softmax", x, y);                                                              \
-    detail::check_attention("smax::softmax", x, o);                                                           \
-    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
-      softmax(x.row(r), y.row(r), x.cols, detail::row_options(o, x.rows, r));                                 \
-    });                                                                                                       \
+    detail::half_attention_rows("smax::softmax", x, y, o, ex,                                                 \
+                                [](const H* xr, H* yr, std::size_t n, const softmax_options<H>& so) {         \
+                                  softmax(xr, yr, n, so);                                                     \
+                                });                                                                           \
   }                                                                                                           \
-  inline void log_softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,           \
+  inline void log_softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,            \
                           executor* ex = nullptr) {                                                           \
-    detail::check_shapes("smax::log_softmax", x, y);                                                          \
-    detail::check_attention("smax::log_softmax", x, o);                                                       \
-    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
-      log_softmax(x.row(r), y.row(r), x.cols, detail::row_options(o, x.rows, r));                             \
-    });                                                                                                       \
+    detail::half_attention_rows("smax::log_softmax", x, y, o, ex,                                             \
+                                [](const H* xr, H* yr, std::size_t n, const softmax_options<H>& so) {         \
+                                  log_softmax(xr, yr, n, so);                                                 \
+                                });                                                                           \
   }                                                                                                           \
-  inline double cross_entropy(matrix_view<const H> x, const std::int64_t* targets, const loss_options& o = {}, \
-                              double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) { \
-    detail::check_view("smax::cross_entropy", x, "x");                                                        \
-    detail::check_targets<float>("smax::cross_entropy", x.rows, x.cols, targets, o);                          \
-    if (o.reduce == reduction::none && x.rows && !row_loss)                                                   \
-      throw std::invalid_argument("smax::cross_entropy: reduction::none needs row_loss");                     \
-    std::vector<double> own;                                                                                  \
-    if (!row_loss) {                                                                                          \
-      own.resize(x.rows);                                                                                     \
-      row_loss = own.data();                                                                                  \
-    }                                                                                                         \
-    if (x.cols == 0)                                                                                          \
-      for (std::size_t r = 0; r < x.rows; ++r) row_loss[r] = 0;                                               \
-    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
-      const std::int64_t t = targets[r];                                                                      \
-      if (row_lse) row_lse[r] = logsumexp(x.row(r), x.cols);                                                  \
-      row_loss[r] = t == o.ignore_index                                                                       \
-                        ? 0.0                                                                                 \
-                        : cross_entropy(x.row(r), x.cols, static_cast<std::size_t>(t), o.label_smoothing);    \
-    });                                                                                                       \
-    return detail::reduce_losses(row_loss, targets, x.rows, o);                                               \
+  inline double cross_entropy(matrix_view<const H> x, const std::int64_t* targets, const loss_options& o = {},\
+                              double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) {\
+    return detail::half_cross_entropy_rows(                                                                   \
+        x, targets, o, row_loss, row_lse, ex, [](const H* xr, std::size_t n) { return logsumexp(xr, n); },    \
+        [](const H* xr, std::size_t n, std::size_t t, float ls) { return cross_entropy(xr, n, t, ls); });     \
   }                                                                                                           \
   inline void cross_entropy_backward(matrix_view<const H> x, const std::int64_t* targets, double dloss,       \
                                      matrix_view<H> dx, const loss_options& o = {},                           \
                                      const double* row_dloss = nullptr, const double* lse = nullptr,          \
                                      executor* ex = nullptr) {                                                \
-    detail::check_shapes("smax::cross_entropy_backward", x, dx, "x", "dx");                                   \
-    detail::check_targets<float>("smax::cross_entropy_backward", x.rows, x.cols, targets, o);                 \
-    if (o.reduce == reduction::none && x.rows && !row_dloss)                                                  \
-      throw std::invalid_argument("smax::cross_entropy_backward: reduction::none needs row_dloss");           \
-    const double scale = detail::loss_gradient_scale(targets, x.rows, dloss, o);                              \
-    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
-      const std::int64_t t = targets[r];                                                                      \
-      H* dr = dx.row(r);                                                                                      \
-      if (t == o.ignore_index) return detail::fill(dr, x.cols, H(0.0f));                                      \
-      const double g = o.reduce == reduction::none ? row_dloss[r] : scale;                                    \
-      const auto target = static_cast<std::size_t>(t);                                                        \
-      if (lse)                                                                                                \
-        cross_entropy_backward(x.row(r), x.cols, target, g, dr, o.label_smoothing, lse[r]);                   \
-      else                                                                                                    \
-        cross_entropy_backward(x.row(r), x.cols, target, g, dr, o.label_smoothing);                           \
-    });                                                                                                       \
+    detail::half_cross_entropy_backward_rows(                                                                 \
+        x, targets, dloss, dx, o, row_dloss, lse, ex,                                                         \
+        [](const H* xr, std::size_t n, std::size_t t, double g, H* dr, float ls, const double* l) {           \
+          if (l)                                                                                              \
+            cross_entropy_backward(xr, n, t, g, dr, ls, *l);                                                  \
+          else                                                                                                \
+            cross_entropy_backward(xr, n, t, g, dr, ls);                                                      \
+        });                                                                                                   \
   }                                                                                                           \
   inline void gumbel_softmax(matrix_view<const H> logits, matrix_view<H> y, float tau, std::uint64_t seed,    \
                              bool hard = false, executor* ex = nullptr) {                                     \

@@ -18,6 +18,7 @@
 #include <new>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "attention.hpp"
 #include "batched.hpp"
@@ -207,6 +208,88 @@ void for_each_half_row(std::size_t rows, std::size_t cols, executor* ex, F&& f) 
     }
   });
   if (failure) std::rethrow_exception(failure);
+}
+
+// The row loops of the batched 16-bit forms that are not one of the
+// SMAX_HALF_BATCHED_* shapes, shared by the arch forms (smax.hpp) and the
+// dynamic ones (dynamic.hpp): the float forms' checks, then the single-row
+// 16-bit call the caller passes for every row.
+template <class H, class F>
+void half_topk_rows(const matrix_view<const H>& x, std::size_t k, const matrix_view<H>& probs,
+                    const matrix_view<std::uint32_t>& index, executor* ex, F&& topk_of_row) {
+  check_topk_views(x, k, probs, index);
+  if (k == 0) return;
+  for_each_half_row(x.rows, x.cols, ex,
+                    [&](std::size_t r) { topk_of_row(x.row(r), x.cols, k, probs.row(r), index.row(r)); });
+}
+template <class H, class F>
+void half_sample_rows(const matrix_view<const H>& logits, std::size_t* out, const sampling& s, std::uint64_t seed,
+                      std::uint64_t offset, executor* ex, F&& sample_of_row) {
+  if (!check_sample_rows(logits, out, s)) return;
+  for_each_half_row(logits.rows, logits.cols, ex, [&](std::size_t r) {
+    out[r] = sample_of_row(logits.row(r), logits.cols, s, gumbel_row_seed(seed, r), offset);
+  });
+}
+template <class H, class F>
+void half_logsumexp_rows(const matrix_view<const H>& x, double* out, executor* ex, F&& lse_of_row) {
+  check_view("smax::logsumexp", x, "x");
+  if (x.rows && !out) throw std::invalid_argument("smax::logsumexp: out must not be null");
+  for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) { out[r] = lse_of_row(x.row(r), x.cols); });
+  if (x.cols == 0)
+    for (std::size_t r = 0; r < x.rows; ++r) out[r] = -std::numeric_limits<double>::infinity();
+}
+// softmax / log_softmax over attention rows: row r with row_options(o, r).
+template <class H, class F>
+void half_attention_rows(const char* fn, const matrix_view<const H>& x, const matrix_view<H>& y,
+                         const attention_options<H>& o, executor* ex, F&& softmax_of_row) {
+  check_shapes(fn, x, y);
+  check_attention(fn, x, o);
+  for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
+    softmax_of_row(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r));
+  });
+}
+// cross_entropy: each row's logsumexp and loss the single-row 16-bit calls,
+// the reduction as for float.
+template <class H, class Lse, class Loss>
+double half_cross_entropy_rows(const matrix_view<const H>& x, const std::int64_t* targets, const loss_options& o,
+                               double* row_loss, double* row_lse, executor* ex, Lse&& lse_of_row,
+                               Loss&& loss_of_row) {
+  check_view("smax::cross_entropy", x, "x");
+  check_targets<float>("smax::cross_entropy", x.rows, x.cols, targets, o);
+  if (o.reduce == reduction::none && x.rows && !row_loss)
+    throw std::invalid_argument("smax::cross_entropy: reduction::none needs row_loss");
+  std::vector<double> own;
+  if (!row_loss) {
+    own.resize(x.rows);
+    row_loss = own.data();
+  }
+  if (x.cols == 0)  // every row ignored (checked: no target fits)
+    for (std::size_t r = 0; r < x.rows; ++r) row_loss[r] = 0;
+  for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
+    const std::int64_t t = targets[r];
+    if (row_lse) row_lse[r] = lse_of_row(x.row(r), x.cols);
+    row_loss[r] =
+        t == o.ignore_index ? 0.0 : loss_of_row(x.row(r), x.cols, static_cast<std::size_t>(t), o.label_smoothing);
+  });
+  return reduce_losses(row_loss, targets, x.rows, o);
+}
+// backward_of_row(row, n, target, g, dx_row, label_smoothing, lse or null).
+template <class H, class F>
+void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::int64_t* targets, double dloss,
+                                      const matrix_view<H>& dx, const loss_options& o, const double* row_dloss,
+                                      const double* lse, executor* ex, F&& backward_of_row) {
+  check_shapes("smax::cross_entropy_backward", x, dx, "x", "dx");
+  check_targets<float>("smax::cross_entropy_backward", x.rows, x.cols, targets, o);
+  if (o.reduce == reduction::none && x.rows && !row_dloss)
+    throw std::invalid_argument("smax::cross_entropy_backward: reduction::none needs row_dloss");
+  const double scale = loss_gradient_scale(targets, x.rows, dloss, o);
+  for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
+    const std::int64_t t = targets[r];
+    H* dr = dx.row(r);
+    if (t == o.ignore_index) return fill(dr, x.cols, H(0.0f));
+    const double g = o.reduce == reduction::none ? row_dloss[r] : scale;
+    backward_of_row(x.row(r), x.cols, static_cast<std::size_t>(t), g, dr, o.label_smoothing, lse ? lse + r : nullptr);
+  });
 }
 
 }  // namespace detail

@@ -1295,11 +1295,10 @@ std::enable_if_t<detail::is_half_v<H>> gumbel_softmax(matrix_view<const detail::
   std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> fn(                                          \
       A, matrix_view<const detail::nodeduce_t<H>> x, matrix_view<H> y,                                        \
       const attention_options<detail::nodeduce_t<H>>& o, executor* ex = nullptr) {                            \
-    detail::check_shapes("smax::" #fn, x, y);                                                                 \
-    detail::check_attention("smax::" #fn, x, o);                                                              \
-    detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {                                        \
-      fn(A{}, x.row(r), y.row(r), x.cols, detail::row_options(o, x.rows, r));                                 \
-    });                                                                                                       \
+    detail::half_attention_rows("smax::" #fn, x, y, o, ex,                                                    \
+                                [](const H* xr, H* yr, std::size_t n, const softmax_options<H>& so) {         \
+                                  fn(A{}, xr, yr, n, so);                                                     \
+                                });                                                                           \
   }                                                                                                           \
   template <class H, class DefaultArch = xsimd::default_arch>                                                 \
   std::enable_if_t<detail::is_half_v<H>> fn(matrix_view<const detail::nodeduce_t<H>> x, matrix_view<H> y,     \
@@ -1318,25 +1317,9 @@ template <class A, class H>
 std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, double> cross_entropy(
     A, matrix_view<const H> x, const std::int64_t* targets, const loss_options& o = {}, double* row_loss = nullptr,
     double* row_lse = nullptr, executor* ex = nullptr) {
-  detail::check_view("smax::cross_entropy", x, "x");
-  detail::check_targets<float>("smax::cross_entropy", x.rows, x.cols, targets, o);
-  if (o.reduce == reduction::none && x.rows && !row_loss)
-    throw std::invalid_argument("smax::cross_entropy: reduction::none needs row_loss");
-  std::vector<double> own;
-  if (!row_loss) {
-    own.resize(x.rows);
-    row_loss = own.data();
-  }
-  if (x.cols == 0)  // every row ignored (checked: no target fits)
-    for (std::size_t r = 0; r < x.rows; ++r) row_loss[r] = 0;
-  detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
-    const std::int64_t t = targets[r];
-    if (row_lse) row_lse[r] = logsumexp(A{}, x.row(r), x.cols);
-    row_loss[r] = t == o.ignore_index
-                      ? 0.0
-                      : cross_entropy(A{}, x.row(r), x.cols, static_cast<std::size_t>(t), o.label_smoothing);
-  });
-  return detail::reduce_losses(row_loss, targets, x.rows, o);
+  return detail::half_cross_entropy_rows(
+      x, targets, o, row_loss, row_lse, ex, [](const H* xr, std::size_t n) { return logsumexp(A{}, xr, n); },
+      [](const H* xr, std::size_t n, std::size_t t, float ls) { return cross_entropy(A{}, xr, n, t, ls); });
 }
 template <class H, class DefaultArch = xsimd::default_arch>
 std::enable_if_t<detail::is_half_v<H>, double> cross_entropy(matrix_view<const H> x, const std::int64_t* targets,
@@ -1349,22 +1332,14 @@ std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> cross_entropy_bac
     A, matrix_view<const detail::nodeduce_t<H>> x, const std::int64_t* targets, double dloss, matrix_view<H> dx,
     const loss_options& o = {}, const double* row_dloss = nullptr, const double* lse = nullptr,
     executor* ex = nullptr) {
-  detail::check_shapes("smax::cross_entropy_backward", x, dx, "x", "dx");
-  detail::check_targets<float>("smax::cross_entropy_backward", x.rows, x.cols, targets, o);
-  if (o.reduce == reduction::none && x.rows && !row_dloss)
-    throw std::invalid_argument("smax::cross_entropy_backward: reduction::none needs row_dloss");
-  const double scale = detail::loss_gradient_scale(targets, x.rows, dloss, o);
-  detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
-    const std::int64_t t = targets[r];
-    H* dr = dx.row(r);
-    if (t == o.ignore_index) return detail::fill(dr, x.cols, H(0.0f));
-    const double g = o.reduce == reduction::none ? row_dloss[r] : scale;
-    const auto target = static_cast<std::size_t>(t);
-    if (lse)
-      cross_entropy_backward(A{}, x.row(r), x.cols, target, g, dr, o.label_smoothing, lse[r]);
-    else
-      cross_entropy_backward(A{}, x.row(r), x.cols, target, g, dr, o.label_smoothing);
-  });
+  detail::half_cross_entropy_backward_rows(
+      x, targets, dloss, dx, o, row_dloss, lse, ex,
+      [](const H* xr, std::size_t n, std::size_t t, double g, H* dr, float ls, const double* l) {
+        if (l)
+          cross_entropy_backward(A{}, xr, n, t, g, dr, ls, *l);
+        else
+          cross_entropy_backward(A{}, xr, n, t, g, dr, ls);
+      });
 }
 template <class H, class DefaultArch = xsimd::default_arch>
 std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(matrix_view<const detail::nodeduce_t<H>> x,
@@ -1381,11 +1356,10 @@ template <class A, class H>
 std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> topk_softmax(
     A, matrix_view<const detail::nodeduce_t<H>> x, std::size_t k, matrix_view<H> probs,
     matrix_view<std::uint32_t> index, executor* ex = nullptr) {
-  detail::check_topk_views(x, k, probs, index);
-  if (k == 0) return;
-  detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
-    topk_softmax(A{}, x.row(r), x.cols, k, probs.row(r), index.row(r));
-  });
+  detail::half_topk_rows(x, k, probs, index, ex,
+                         [](const H* xr, std::size_t n, std::size_t kk, H* p, std::uint32_t* ix) {
+                           topk_softmax(A{}, xr, n, kk, p, ix);
+                         });
 }
 template <class H, class DefaultArch = xsimd::default_arch>
 std::enable_if_t<detail::is_half_v<H>> topk_softmax(matrix_view<const detail::nodeduce_t<H>> x, std::size_t k,
@@ -1398,10 +1372,10 @@ std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> sample(A, matrix_
                                                                       std::size_t* out, const sampling& s,
                                                                       std::uint64_t seed, std::uint64_t offset = 0,
                                                                       executor* ex = nullptr) {
-  if (!detail::check_sample_rows(logits, out, s)) return;
-  detail::for_each_half_row(logits.rows, logits.cols, ex, [&](std::size_t r) {
-    out[r] = sample(A{}, logits.row(r), logits.cols, s, gumbel_row_seed(seed, r), offset);
-  });
+  detail::half_sample_rows(logits, out, s, seed, offset, ex,
+                           [](const H* xr, std::size_t n, const sampling& ss, std::uint64_t sd, std::uint64_t off) {
+                             return sample(A{}, xr, n, ss, sd, off);
+                           });
 }
 template <class H, class DefaultArch = xsimd::default_arch>
 std::enable_if_t<detail::is_half_v<H>> sample(matrix_view<const H> logits, std::size_t* out, const sampling& s,
@@ -1411,11 +1385,7 @@ std::enable_if_t<detail::is_half_v<H>> sample(matrix_view<const H> logits, std::
 template <class A, class H>
 std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> logsumexp(A, matrix_view<const H> x, double* out,
                                                                          executor* ex = nullptr) {
-  detail::check_view("smax::logsumexp", x, "x");
-  if (x.rows && !out) throw std::invalid_argument("smax::logsumexp: out must not be null");
-  detail::for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) { out[r] = logsumexp(A{}, x.row(r), x.cols); });
-  if (x.cols == 0)
-    for (std::size_t r = 0; r < x.rows; ++r) out[r] = -std::numeric_limits<double>::infinity();
+  detail::half_logsumexp_rows(x, out, ex, [](const H* xr, std::size_t n) { return logsumexp(A{}, xr, n); });
 }
 template <class H, class DefaultArch = xsimd::default_arch>
 std::enable_if_t<detail::is_half_v<H>> logsumexp(matrix_view<const H> x, double* out, executor* ex = nullptr) {
