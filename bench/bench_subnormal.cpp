@@ -2,7 +2,7 @@
 // entries 87-103 below the max (normal(0, 20) logits, wide attention
 // scores, a low temperature). Intel cores take a microcode assist for every
 // multiply that forms or reads a subnormal unless FTZ/DAZ is set, which a
-// library cannot assume; smax forms none (include/smax/exp.hpp). Each kernel
+// library cannot assume; smax forms none (include/smax/detail/exp.hpp). Each kernel
 // runs on these logits twice, in the default FP environment ("ieee") and
 // with FTZ/DAZ set ("ftz"), registered side by side: their times should
 // match. "subnormal/<kernel>/<ieee|ftz>/f32/<isa>/<n>"; the peers in their

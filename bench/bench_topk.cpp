@@ -1,4 +1,4 @@
-// topk_softmax and sample (smax/topk.hpp) against what they replace: smax's
+// topk_softmax and sample (smax/detail/topk.hpp) against what they replace: smax's
 // softmax alone, softmax followed by std::partial_sort of the indices, and a
 // sampler that sorts the whole vocabulary (std::sort) before top-k, top-p,
 // min-p. libtorch's versions are in peer_torch_topk.cpp. Single thread, the

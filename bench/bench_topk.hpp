@@ -5,8 +5,8 @@
 #include <map>
 #include <vector>
 
-#include <smax/sampling.hpp>
-#include <smax/topk.hpp>
+#include <smax/detail/sampling.hpp>
+#include <smax/detail/topk.hpp>
 
 #include "common.hpp"
 

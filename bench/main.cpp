@@ -10,7 +10,7 @@
 #include <string>
 
 #include <smax/dynamic.hpp>
-#include <smax/reduce.hpp>
+#include <smax/detail/loops.hpp>
 
 #include "common.hpp"
 

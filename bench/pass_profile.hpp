@@ -21,9 +21,9 @@
 
 #include <immintrin.h>
 
-#include <smax/batched.hpp>
-#include <smax/gumbel.hpp>
-#include <smax/softmax.hpp>
+#include <smax/detail/batched.hpp>
+#include <smax/detail/gumbel.hpp>
+#include <smax/detail/softmax.hpp>
 
 namespace smax_pass_profile {
 

@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include <smax/reduce.hpp>
+#include <smax/detail/loops.hpp>
 
 #include "common.hpp"
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include <smax/dispatch.hpp>
+#include <smax/detail/dispatch.hpp>
 #include <smax/dynamic.hpp>
 
 namespace smax {

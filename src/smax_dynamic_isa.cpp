@@ -2,7 +2,7 @@
 // helper smax_add_dynamic_dispatch() compiles this file once per ISA, with
 // SMAX_DYNAMIC_ISA=<name> and that ISA's -m flags; nothing here may run
 // before the dispatcher has checked the CPU.
-#include <smax/dispatch.hpp>
+#include <smax/detail/dispatch.hpp>
 #include <smax/smax.hpp>
 
 #ifndef SMAX_DYNAMIC_ISA

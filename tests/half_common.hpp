@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <smax/half.hpp>
+#include <smax/detail/half.hpp>
 
 #include "common.hpp"
 

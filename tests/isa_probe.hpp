@@ -1,5 +1,5 @@
 // The per-ISA probes: tests/isa_probe.cpp is compiled once per ISA of the
-// runtime dispatch list (SMAX_ISAS in smax/dispatch.hpp), with that ISA's -m
+// runtime dispatch list (SMAX_ISAS in smax/detail/dispatch.hpp), with that ISA's -m
 // flags (tests/CMakeLists.txt), and exposes what can only be observed from
 // inside a TU built for that ISA: the accuracy of the exp primitive
 // (detail::shifted_exp, detail::extexp, which are templates on the arch tag),
@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include <smax/dispatch.hpp>
+#include <smax/detail/dispatch.hpp>
 
 namespace smax_test {
 

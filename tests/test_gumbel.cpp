@@ -3,7 +3,7 @@
 //
 // Bits: a scalar reference written here from the published Philox4x32-10
 // (checked against the Random123 known-answer vectors) and the layout and
-// log of smax/gumbel.hpp, with every product forced to round on its own
+// log of smax/detail/gumbel.hpp, with every product forced to round on its own
 // (volatile), must equal the kernels' output bit for bit on every ISA, and
 // both must equal golden values (hashes and a few bit patterns) that were
 // produced by this reference and are checked the same way by the NEON
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include <smax/gumbel.hpp>
-#include <smax/log.hpp>
+#include <smax/detail/gumbel.hpp>
+#include <smax/detail/log.hpp>
 
 #include "variants_common.hpp"
 
@@ -71,7 +71,7 @@ U to_bits(T t) {
   return u;
 }
 
-// -log(x) as smax/log.hpp computes it for gumbel_noise, one operation at a
+// -log(x) as smax/detail/log.hpp computes it for gumbel_noise, one operation at a
 // time: float in the fused form (std::fma is correctly rounded, like the FMA
 // instructions and SSE2's exact emulation), double in the strict form.
 template <class T>
@@ -113,7 +113,7 @@ double ref_neglog(double x) {
   return ((hf - (mul(s, hf + r) + klo)) - f) - khi;
 }
 
-// The uniform of element j (the layout of smax/gumbel.hpp).
+// The uniform of element j (the layout of smax/detail/gumbel.hpp).
 float ref_uniform_f(std::uint64_t seed, std::uint64_t j) {
   const std::uint64_t q = j / 64, r = j % 64, c = 16 * q + r % 16;
   std::uint32_t ctr[4] = {std::uint32_t(c), std::uint32_t(c >> 32), 0, 0};

@@ -1,4 +1,4 @@
-// Outputs large enough to be written with streaming stores (reduce.hpp:
+// Outputs large enough to be written with streaming stores (loops.hpp:
 // stream_min_bytes, 16 MiB), which the heavy kernels produce through a
 // staging buffer a chunk at a time (stream_chunk_bytes). Every output
 // element is a function of its own x and of constants from the reduction

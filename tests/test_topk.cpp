@@ -14,7 +14,7 @@
 #include <vector>
 
 #include <smax/parallel.hpp>
-#include <smax/topk.hpp>  // detail::philox_scalar, sample_uniform (scalar code)
+#include <smax/detail/topk.hpp>  // detail::philox_scalar, sample_uniform (scalar code)
 
 #include "variants_common.hpp"
 

@@ -1,4 +1,4 @@
-// Derives the polynomial coefficients used by include/smax/exp.hpp.
+// Derives the polynomial coefficients used by include/smax/detail/exp.hpp.
 //
 // e^r is written 1 + r + r^2 q(r) so that the two leading coefficients are
 // exactly 1 (rounding a fitted c0 = 0.99999998 to float alone costs 0.25 ulp).

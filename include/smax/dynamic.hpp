@@ -12,14 +12,14 @@
 
 #include <cstddef>
 
-#include "batched.hpp"
-#include "attention.hpp"
-#include "losses.hpp"
-#include "config.hpp"
-#include "half.hpp"
-#include "half_family.hpp"
-#include "sampling.hpp"
-#include "multimax_params.hpp"
+#include "types.hpp"
+#include "detail/batched.hpp"
+#include "detail/attention.hpp"
+#include "detail/losses.hpp"
+#include "detail/config.hpp"
+#include "detail/half.hpp"
+#include "detail/half_family.hpp"
+#include "detail/sampling.hpp"
 
 namespace smax {
 namespace dynamic {

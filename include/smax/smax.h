@@ -66,7 +66,7 @@ typedef enum smax_status {
   SMAX_EINTERNAL = 3  /* any other failure; smax_last_error() has the text */
 } smax_status;
 
-/* smax::algorithm (softmax only; see smax/softmax.hpp for the traffic each costs). */
+/* smax::algorithm (softmax only; see smax/detail/softmax.hpp for the traffic each costs). */
 typedef enum smax_algorithm {
   SMAX_AUTOMATIC = 0,
   SMAX_THREE_PASS_RECOMPUTE = 1,

@@ -32,21 +32,22 @@
 
 #include <stdexcept>
 
-#include "attention.hpp"
-#include "backward.hpp"
-#include "batched.hpp"
-#include "config.hpp"
-#include "gumbel.hpp"
-#include "losses.hpp"
-#include "seeds.hpp"
-#include "softmax.hpp"
-#include "softmax_half.hpp"
-#include "half_family.hpp"
-#include "softpick.hpp"
-#include "sparse.hpp"
-#include "ssmax.hpp"
-#include "stablemax.hpp"
-#include "topk.hpp"
+#include "types.hpp"
+#include "detail/attention.hpp"
+#include "detail/backward.hpp"
+#include "detail/batched.hpp"
+#include "detail/config.hpp"
+#include "detail/gumbel.hpp"
+#include "detail/losses.hpp"
+#include "detail/seeds.hpp"
+#include "detail/softmax.hpp"
+#include "detail/softmax_half.hpp"
+#include "detail/half_family.hpp"
+#include "detail/softpick.hpp"
+#include "detail/sparse.hpp"
+#include "detail/ssmax.hpp"
+#include "detail/stablemax.hpp"
+#include "detail/topk.hpp"
 
 namespace smax {
 

@@ -38,7 +38,7 @@
 
 #include "backward.hpp"
 #include "exp.hpp"
-#include "reduce.hpp"
+#include "loops.hpp"
 #include "softmax.hpp"
 
 namespace smax {
@@ -939,7 +939,7 @@ inline double support_sum_scale(std::size_t n) noexcept {
 
 // Two sums over i at once (backward.hpp's sum_map2 does one), in double:
 // f(a, b, acc0, acc1) adds a vector's terms to the accumulators. Per-lane accumulators are flushed every block into
-// compensated totals (reduce.hpp), so the error does not grow with n.
+// compensated totals (loops.hpp), so the error does not grow with n.
 template <class A, class T, class F>
 void sum2_map2(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1) noexcept {
   using B = xsimd::batch<T, A>;

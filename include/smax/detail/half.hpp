@@ -1,12 +1,13 @@
-// smax — the 16-bit storage types bf16 and fp16, their exact conversions to
-// and from float, and the vector load-widen / narrow-store helpers the 16-bit
-// kernels are built on. Everything is computed in float; a 16-bit value is
-// only ever a storage format.
+// smax — the 16-bit storage types' conversions (bf16 and fp16 themselves are
+// in types.hpp): the vector load-widen / narrow-store helpers per ISA the
+// 16-bit kernels are built on. Everything is computed in float; a 16-bit
+// value is only ever a storage format.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "../types.hpp"
 #include "config.hpp"
 
 #if defined(__SSE2__) || defined(__AVX__) || defined(__AVX512F__)
@@ -17,97 +18,6 @@
 #endif
 
 namespace smax {
-namespace detail {
-
-SMAX_INLINE std::uint32_t float_bits(float f) noexcept {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-SMAX_INLINE float bits_float(std::uint32_t u) noexcept {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// float -> bfloat16, round to nearest even; a NaN stays a (quiet) NaN.
-constexpr std::uint16_t bf16_from_bits(std::uint32_t u) noexcept {
-  return (u & 0x7fffffffu) > 0x7f800000u ? static_cast<std::uint16_t>((u >> 16) | 0x0040u)
-                                         : static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-// float -> IEEE binary16, round to nearest even (subnormal results too,
-// overflow to inf); a NaN stays a quiet NaN with its top payload bits.
-// Integer arithmetic only: no floating-point operation, so no subnormal is
-// ever formed and the FP environment does not matter.
-constexpr std::uint16_t fp16_from_bits(std::uint32_t u) noexcept {
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  const std::uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: inf (or inf itself)
-  if (a >= 0x38800000u) {  // >= 2^-14: a normal binary16
-    const std::uint32_t v = a - 0x38000000u;  // exponent rebiased by 127 - 15
-    return static_cast<std::uint16_t>(sign | ((v + 0xfffu + ((v >> 13) & 1u)) >> 13));
-  }
-  // Below 2^-14: a multiple of 2^-24 (or 0). The value is mant 2^(e - 150);
-  // in units of 2^-24 that is mant >> (126 - e), rounded to even.
-  const std::uint32_t e = a >> 23;
-  if (e < 102) return static_cast<std::uint16_t>(sign);  // < 2^-25 (a tie at 2^-25 goes to 0 too)
-  const std::uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-  const std::uint32_t shift = 126 - e;  // 14 .. 24
-  const std::uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-  return static_cast<std::uint16_t>(sign | (q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u)));
-}
-
-// binary16 -> float bits, exact (a subnormal binary16 is a normal float).
-constexpr std::uint32_t fp16_to_bits(std::uint16_t h) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return sign | 0x7f800000u | (m << 13);
-  if (e != 0) return sign | ((e + 112) << 23) | (m << 13);
-  if (m == 0) return sign;
-  // m 2^-24 with m < 2^10: normalise m (shift its top bit to bit 10).
-  std::uint32_t s = 0;
-  while (!(m & (0x400u >> s))) ++s;  // s = 1 .. 10
-  return sign | ((113 - s) << 23) | (((m << s) & 0x3ffu) << 13);
-}
-
-}  // namespace detail
-
-// bfloat16: the upper 16 bits of an IEEE binary32. Layout-compatible with
-// std::uint16_t (PyTorch's at::BFloat16, numpy's ml_dtypes.bfloat16).
-struct bf16 {
-  std::uint16_t bits;
-  bf16() = default;
-  explicit bf16(float f) noexcept : bits(detail::bf16_from_bits(detail::float_bits(f))) {}
-  explicit operator float() const noexcept { return detail::bits_float(static_cast<std::uint32_t>(bits) << 16); }
-  static constexpr bf16 from_bits(std::uint16_t b) noexcept {
-    bf16 h{};
-    h.bits = b;
-    return h;
-  }
-};
-
-// IEEE binary16 (largest finite 65504). Layout-compatible with std::uint16_t
-// (PyTorch's at::Half, numpy's float16, ggml's ggml_fp16_t).
-struct fp16 {
-  std::uint16_t bits;
-  fp16() = default;
-  explicit fp16(float f) noexcept : bits(detail::fp16_from_bits(detail::float_bits(f))) {}
-  explicit operator float() const noexcept { return detail::bits_float(detail::fp16_to_bits(bits)); }
-  static constexpr fp16 from_bits(std::uint16_t b) noexcept {
-    fp16 h{};
-    h.bits = b;
-    return h;
-  }
-};
-
-static_assert(sizeof(bf16) == 2 && sizeof(fp16) == 2, "16-bit storage types must be 2 bytes");
-static_assert(std::is_trivially_copyable<bf16>::value && std::is_trivially_copyable<fp16>::value,
-              "16-bit storage types must be trivially copyable");
-static_assert(std::is_standard_layout<bf16>::value && std::is_standard_layout<fp16>::value,
-              "16-bit storage types must be layout-compatible with std::uint16_t");
-
 namespace detail {
 
 template <class H>

@@ -34,7 +34,7 @@
 #include <limits>
 
 #include "log.hpp"
-#include "reduce.hpp"
+#include "loops.hpp"
 #include "softmax.hpp"
 #include "ssmax.hpp"
 

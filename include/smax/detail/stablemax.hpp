@@ -21,7 +21,7 @@
 
 #include "backward.hpp"
 #include "log.hpp"
-#include "reduce.hpp"
+#include "loops.hpp"
 #include "softmax.hpp"
 
 namespace smax {

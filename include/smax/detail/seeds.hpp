@@ -40,7 +40,7 @@
 #include <string>
 
 #include "backward.hpp"
-#include "multimax_params.hpp"
+#include "../types.hpp"
 #include "softmax.hpp"
 #include "sparse.hpp"
 #include "ssmax.hpp"

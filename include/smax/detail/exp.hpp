@@ -42,6 +42,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../types.hpp"
 #include "config.hpp"
 
 namespace smax {

@@ -19,23 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "../types.hpp"
 #include "batched.hpp"
 #include "exp.hpp"
-#include "reduce.hpp"
+#include "loops.hpp"
 #include "softmax.hpp"
 
 namespace smax {
-
-// How the batched losses combine their rows (PyTorch's `reduction`).
-enum class reduction { none, sum, mean };
-
-// Options of the batched cross-entropy. A row whose target equals
-// ignore_index has loss 0 and gradient 0 and is left out of `mean`.
-struct loss_options {
-  reduction reduce = reduction::mean;
-  float label_smoothing = 0;
-  std::int64_t ignore_index = -100;
-};
 
 namespace detail {
 

@@ -7,8 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../types.hpp"
 #include "config.hpp"
-#include "multimax_params.hpp"
+#include "../types.hpp"
 #include "batched.hpp"
 #include "attention.hpp"
 #include "losses.hpp"

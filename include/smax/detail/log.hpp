@@ -31,6 +31,7 @@
 
 #include <cmath>
 
+#include "../types.hpp"
 #include "config.hpp"
 #include "exp.hpp"
 

@@ -22,7 +22,7 @@
 #include <limits>
 
 #include "exp.hpp"
-#include "reduce.hpp"
+#include "loops.hpp"
 #include "softmax.hpp"
 
 namespace smax {

@@ -13,7 +13,7 @@
 //   3. y *= 1 / (sum + sink term)                       y in place (in cache)
 // so x and the mask are read once, and y written once from memory's point of
 // view for a row that stays in L2 (attention rows: a few thousand entries).
-// Passes 2 and 3 are reduce.hpp's sum_map and map on y. No subnormal is
+// Passes 2 and 3 are loops.hpp's sum_map and map on y. No subnormal is
 // formed: pass 2's exp is normal_exp (losses.hpp), pass 3 selects 0 where
 // the product would fall below the smallest normal T.
 #pragma once
@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../types.hpp"
 #include "backward.hpp"
 #include "batched.hpp"
 #include "half.hpp"
@@ -31,67 +32,6 @@
 #include "softmax.hpp"
 
 namespace smax {
-
-namespace detail {
-// The options' scalars: T itself, float for the 16-bit types.
-template <class T>
-struct option_scalar {
-  using type = T;
-};
-template <>
-struct option_scalar<bf16> {
-  using type = float;
-};
-template <>
-struct option_scalar<fp16> {
-  using type = float;
-};
-}  // namespace detail
-
-// Options of softmax / log_softmax / softmax_backward on one vector (S is
-// T, or float for bf16 / fp16).
-template <class T>
-struct softmax_options {
-  using S = typename detail::option_scalar<T>::type;
-  S scale = 1;                                          // z = scale * x (finite)
-  S softcap = 0;                                        // > 0: z = softcap * tanh(z / softcap)
-  const T* mask = nullptr;                              // additive: z += mask_scale * mask[i] (-inf masks)
-  S mask_scale = 1;                                     // an ALiBi slope, or 1 (finite)
-  std::size_t length = SIZE_MAX;                        // entries i >= length are masked (causal, padding)
-  S sink = -std::numeric_limits<S>::infinity();         // an extra logit in the denominator only (not NaN, not +inf)
-};
-
-// Per-row valid lengths of the batched form: an array (one per row), or
-// causal(offset): row r keeps entries i <= q + offset, q = r's query index
-// (r mod rows / heads).
-struct causal {
-  std::ptrdiff_t offset = 0;
-  explicit causal(std::ptrdiff_t o = 0) noexcept : offset(o) {}
-};
-struct row_lengths {
-  const std::size_t* per_row = nullptr;  // null and not causal: every row whole
-  bool is_causal = false;
-  std::ptrdiff_t offset = 0;
-  row_lengths() = default;
-  row_lengths(const std::size_t* p) noexcept : per_row(p) {}  // NOLINT: implicit on purpose
-  row_lengths(causal c) noexcept : is_causal(true), offset(c.offset) {}  // NOLINT
-};
-
-// Options of the batched form: rows x cols scores laid out as `heads`
-// consecutive blocks of rows / heads query rows (ggml's and PyTorch's
-// [heads][queries][keys]).
-template <class T>
-struct attention_options {
-  using S = typename detail::option_scalar<T>::type;  // T, or float for bf16 / fp16
-  S scale = 1;
-  S softcap = 0;
-  matrix_view<const T> mask;  // row r uses mask row r mod mask.rows; mask.cols >= cols
-  row_lengths lengths;
-  std::size_t heads = 1;
-  const S* slopes = nullptr;  // mask_scale per head
-  S max_bias = 0;             // > 0 and no slopes: ALiBi slopes derived as ggml does
-  const S* sinks = nullptr;   // sink logit per head
-};
 
 // ggml's ALiBi slope of head h of n_head given max_bias: with
 // p = 2^floor(log2 n_head), m0 = 2^(-max_bias / p), m1 = 2^(-max_bias / 2 / p),

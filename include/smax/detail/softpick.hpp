@@ -26,7 +26,7 @@
 
 #include "backward.hpp"
 #include "exp.hpp"
-#include "reduce.hpp"
+#include "loops.hpp"
 #include "softmax.hpp"
 #include "ssmax.hpp"
 

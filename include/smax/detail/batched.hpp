@@ -29,28 +29,12 @@
 #include <string>
 #include <vector>
 
-#include "parallel.hpp"
+#include "../types.hpp"
+#include "../parallel.hpp"
 #include "sampling.hpp"
 #include "softmax.hpp"
 
 namespace smax {
-
-template <class T>
-struct matrix_view {
-  T* data = nullptr;
-  std::size_t rows = 0;
-  std::size_t cols = 0;
-  std::size_t stride = 0;  // elements between row starts; >= cols
-
-  matrix_view() = default;
-  // stride 0 means dense rows (stride = cols).
-  matrix_view(T* d, std::size_t r, std::size_t c, std::size_t s = 0) : data(d), rows(r), cols(c), stride(s ? s : c) {}
-  // matrix_view<float> converts to matrix_view<const float>.
-  template <class U, class = std::enable_if_t<std::is_convertible<U*, T*>::value>>
-  matrix_view(const matrix_view<U>& o) : data(o.data), rows(o.rows), cols(o.cols), stride(o.stride) {}
-
-  T* row(std::size_t r) const noexcept { return data + r * stride; }
-};
 
 // Row r's seed for batched gumbel_softmax: a bijective 64-bit mix of (seed,
 // r) (splitmix64's finalizer on seed + golden-ratio multiples of r + 1), so

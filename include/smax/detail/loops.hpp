@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 
+#include "../types.hpp"
 #include "config.hpp"
 #include "exp.hpp"
 #include "half.hpp"

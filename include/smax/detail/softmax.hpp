@@ -18,7 +18,7 @@
 #include <limits>
 
 #include "exp.hpp"
-#include "reduce.hpp"
+#include "loops.hpp"
 
 namespace smax {
 namespace detail {

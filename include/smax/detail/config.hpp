@@ -1,6 +1,6 @@
 // smax — softmax-family kernels on xsimd.
-// config.hpp: the one place that includes xsimd and defines the common types
-// every kernel header uses.
+// detail/config.hpp: the one place that includes xsimd; the macros and
+// traits every kernel header uses (the public types: types.hpp).
 #pragma once
 
 #include <cstddef>
@@ -29,16 +29,6 @@
 #endif
 
 namespace smax {
-
-// Which softmax algorithm to run. See softmax() in smax.hpp for what each
-// costs; `automatic` picks by size.
-enum class algorithm {
-  automatic,
-  three_pass_recompute,
-  three_pass_reload,
-  two_pass,
-  online
-};
 
 namespace detail {
 

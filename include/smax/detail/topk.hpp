@@ -43,7 +43,7 @@
 
 #include "exp.hpp"
 #include "gumbel.hpp"
-#include "reduce.hpp"
+#include "loops.hpp"
 #include "sampling.hpp"
 #include "softmax.hpp"
 
