@@ -105,7 +105,7 @@ std::vector<entry> entries() {
                  softmax_two_pass<A>(y, y, n);
                }});
   e.push_back({"reload", "three-pass reload softmax (max; e^x stored and summed; scaled)",
-               [](const float* x, float* y, std::size_t n) { softmax_three_pass<A>(x, y, n, true); }});
+               [](const float* x, float* y, std::size_t n) { softmax_three_pass<A>(x, y, n, exp_terms::reload); }});
   // gumbel_softmax: pass 1 draws the noise, stores z = x + g to y and sums
   // e^z; pass 2 rewrites y in place.
   e.push_back({"noise_L2", "gumbel_noise on a 64 KiB block in L2 (the noise arithmetic)",

@@ -602,7 +602,7 @@ void gumbel_softmax(matrix_view<const detail::nodeduce_t<T>> logits, matrix_view
   template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>        \
   void fn(A, matrix_view<const detail::nodeduce_t<T>> a, matrix_view<const detail::nodeduce_t<T>> b,           \
           matrix_view<T> dx, executor* ex = nullptr) {                                                         \
-    detail::rows_map3("smax::" #fn, {#a, #b, "dx"}, a, b, dx, ex,                                             \
+    detail::rows_map_two_inputs("smax::" #fn, {#a, #b, "dx"}, a, b, dx, ex,                                             \
                       [](const T* ar, const T* br, T* dr, std::size_t n) { fn(A{}, ar, br, dr, n); });         \
   }                                                                                                            \
   template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>             \
@@ -621,7 +621,7 @@ void entmax_backward(A, matrix_view<const detail::nodeduce_t<T>> y, matrix_view<
                      matrix_view<T> dx, detail::nodeduce_t<T> alpha, executor* ex = nullptr) {
   entmax_backward(A{}, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), static_cast<T*>(nullptr), 0,
                   alpha);  // checks alpha
-  detail::rows_map3("smax::entmax_backward", {"y", "dy", "dx"}, y, dy, dx, ex,
+  detail::rows_map_two_inputs("smax::entmax_backward", {"y", "dy", "dx"}, y, dy, dx, ex,
                     [&](const T* yr, const T* dyr, T* dxr, std::size_t n) { entmax_backward(A{}, yr, dyr, dxr, n, alpha); });
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>

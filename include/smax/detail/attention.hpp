@@ -143,7 +143,7 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
     for (std::size_t i = 0; i < len; ++i)
       if (y[i] != y[i]) return fill(y, n, nan);
     if (m == inf)
-      softmax_nonfinite(y, y, len, log);
+      softmax_nonfinite(y, y, len, log ? result_form::logs : result_form::probabilities);
     else
       fill(y, len, masked);
     return fill(y + len, n - len, masked);
@@ -190,12 +190,12 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
   // (softmax_backward's term and products kept normal: no subnormal is formed)
   const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, len));
   const B sc(o.scale);
-  map2<A>(y, dy, dx, len, [&](B a, B b) {
+  map_pairs<A>(y, dy, dx, len, [&](B a, B b) {
     return xsimd::select(a == B(T(0)), B(T(0)), mul_normal<A, T>(term(a, b), sc));
   });
   if (o.softcap > 0) {
     const B ic(o.scale / o.softcap), one(T(1));
-    map2<A>(x, dx, dx, len, [&](B v, B g) {
+    map_pairs<A>(x, dx, dx, len, [&](B v, B g) {
       const B t = tanh_clamped<A, T>(v * ic);
       return xsimd::select(g == B(T(0)), B(T(0)), mul_normal<A, T>(g, fnma_<A, T>(t, t, one)));
     });

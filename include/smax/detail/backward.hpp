@@ -19,7 +19,7 @@ namespace detail {
 
 // Sum over i of f(a[i], b[i]) in double, error independent of n.
 template <class A, class T, class F>
-double sum_map2(const T* a, const T* b, std::size_t n, F&& f) noexcept {
+double sum_of_pairs(const T* a, const T* b, std::size_t n, F&& f) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t block = 4 * W * loop_shape<A>::block_chunks;
@@ -50,7 +50,7 @@ double sum_map2(const T* a, const T* b, std::size_t n, F&& f) noexcept {
 
 // out[i] = f(a[i], b[i]); out may alias a or b.
 template <class A, class T, class F>
-void map2(const T* a, const T* b, T* out, std::size_t n, F&& f) noexcept {
+void map_pairs(const T* a, const T* b, T* out, std::size_t n, F&& f) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   std::size_t i = 0;
@@ -101,7 +101,7 @@ struct softmax_backward_term {
   static T big_value() noexcept { return static_cast<T>(std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2)); }
   // The dot product itself, its products kept normal.
   static T dot_of(const T* y, const T* dy, std::size_t n) noexcept {
-    return finite_mean<T>(sum_map2<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); }));
+    return finite_mean<T>(sum_of_pairs<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); }));
   }
   SMAX_INLINE B operator()(B a, B b) const noexcept {
     // Fast path: every y of the vector 0 or at least 2^(bias/2) above the
@@ -122,7 +122,7 @@ void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, n));
-  map2<A>(y, dy, dx, n, [&](B a, B b) { return term(a, b); });
+  map_pairs<A>(y, dy, dx, n, [&](B a, B b) { return term(a, b); });
 }
 
 // y is the log_softmax output: dx_i = dy_i - e^(y_i) * sum_j dy_j
@@ -130,16 +130,16 @@ template <class A, class T>
 void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  const T t = static_cast<T>(sum_map2<A>(y, dy, n, [](B, B b) { return b; }));
+  const T t = static_cast<T>(sum_of_pairs<A>(y, dy, n, [](B, B b) { return b; }));
   const B total(t);
   // total * e^y for y <= 0 (y = -inf gives 0), the factor folded into the
   // exp so that no subnormal product is formed.
   if (t - t != T(0)) {  // inf or NaN total: the plain product's IEEE results
     const shifted_exp<A, T, false> ex(T(0));
-    return map2<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fnma(ex(a), total, b); });
+    return map_pairs<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fnma(ex(a), total, b); });
   }
   const shifted_exp<A, T, false> ex(T(0), t);
-  map2<A>(y, dy, dx, n, [&](B a, B b) { return b - ex(a); });
+  map_pairs<A>(y, dy, dx, n, [&](B a, B b) { return b - ex(a); });
 }
 
 }  // namespace detail

@@ -161,7 +161,7 @@ void rows_map(const char* fn, const matrix_view<const T>& x, const matrix_view<T
 // takes three), output d, all of one shape.
 // names: the parameters' names, for the messages ("y,dy,dx" as three strings).
 template <class T, class F>
-void rows_map3(const char* fn, const char* const (&names)[3], const matrix_view<const T>& a,
+void rows_map_two_inputs(const char* fn, const char* const (&names)[3], const matrix_view<const T>& a,
                const matrix_view<const T>& b, const matrix_view<T>& d, executor* ex, F&& f) {
   check_shapes(fn, a, d, names[0], names[2]);
   check_shapes(fn, b, d, names[1], names[2]);
@@ -246,7 +246,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
     nonfinite |= !(bmax[b] == bmax[b]) || bmax[b] == inf;
     if (bmax[b] > M) M = bmax[b];
   }
-  if (nonfinite || M == -inf) return softmax_nonfinite(x, y, n, log);
+  if (nonfinite || M == -inf) return softmax_nonfinite(x, y, n, log ? result_form::logs : result_form::probabilities);
   double s = 0;
   for (std::size_t b = 0; b < nb; ++b)
     if (bmax[b] > -inf) s += bsum[b] * std::exp(static_cast<double>(bmax[b]) - static_cast<double>(M));

@@ -51,5 +51,12 @@ constexpr bool is_arch_v = std::is_base_of<xsimd::generic, A>::value;
 template <class A>
 using enable_if_arch_t = std::enable_if_t<is_arch_v<A>>;
 
+// A scalar's finiteness without <cmath> (and without -ffinite-math-only's
+// licence to drop it: config.hpp refuses -ffast-math).
+template <class T>
+SMAX_INLINE bool is_finite(T v) noexcept {
+  return v - v == T(0);  // false for NaN and +-inf
+}
+
 }  // namespace detail
 }  // namespace smax

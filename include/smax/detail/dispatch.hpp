@@ -9,7 +9,6 @@
 
 #include "../types.hpp"
 #include "config.hpp"
-#include "../types.hpp"
 #include "batched.hpp"
 #include "attention.hpp"
 #include "losses.hpp"

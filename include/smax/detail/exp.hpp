@@ -128,19 +128,43 @@ constexpr bool has_fma_v = is_avx512_v<A> || std::is_base_of<xsimd::fma3<xsimd::
     ;
 
 // a * b + c and c - a * b, fused where has_fma_v<A>. xsimd 8.1 has no
-// AVX-512 fma (its generic a * b + c fuses only if the compiler contracts
-// it, which clang does not across xsimd's operators): use the intrinsics.
-template <class A, class T>
-SMAX_INLINE xsimd::batch<T, A> fma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
+// a * b + c (fma_) and -a * b + c (fnma_), fused on every ISA with FMA.
+// AVX-512: the intrinsics (xsimd's generic form fuses only if the compiler
+// contracts it, which clang does not across xsimd's operators). NEON:
+// xsimd 8.1's fnma is the generic -a * b + c, fused only when the compiler
+// happens to contract it (not at -O0, not in constant-folded code), and
+// cody_waite's exact step needs the fused vfms.
+template <bool Negated, class A, class T>
+SMAX_INLINE xsimd::batch<T, A> fused_multiply_add(xsimd::batch<T, A> a, xsimd::batch<T, A> b,
+                                                  xsimd::batch<T, A> c) noexcept {
 #if defined(__AVX512F__)
   if constexpr (is_avx512_v<A>) {
     if constexpr (std::is_same<T, float>::value)
-      return _mm512_fmadd_ps(a, b, c);
+      return Negated ? _mm512_fnmadd_ps(a, b, c) : _mm512_fmadd_ps(a, b, c);
     else
-      return _mm512_fmadd_pd(a, b, c);
+      return Negated ? _mm512_fnmadd_pd(a, b, c) : _mm512_fmadd_pd(a, b, c);
   }
 #endif
-  return xsimd::fma(a, b, c);
+#if XSIMD_WITH_NEON64
+  if constexpr (Negated && std::is_base_of<xsimd::neon64, A>::value) {
+    if constexpr (std::is_same<T, float>::value)
+      return vfmsq_f32(c, a, b);
+    else
+      return vfmsq_f64(c, a, b);
+  }
+#endif
+  if constexpr (Negated)
+    return xsimd::fnma(a, b, c);
+  else
+    return xsimd::fma(a, b, c);
+}
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> fma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
+  return fused_multiply_add<false, A, T>(a, b, c);
+}
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> fnma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
+  return fused_multiply_add<true, A, T>(a, b, c);
 }
 
 // a / b correctly rounded on every ISA. xsimd 8.1 divides float vectors on
@@ -154,30 +178,6 @@ SMAX_INLINE xsimd::batch<T, A> div_(xsimd::batch<T, A> a, xsimd::batch<T, A> b) 
   if constexpr (std::is_same<T, float>::value && std::is_base_of<xsimd::neon64, A>::value) return vdivq_f32(a, b);
 #endif
   return a / b;
-}
-
-template <class A, class T>
-SMAX_INLINE xsimd::batch<T, A> fnma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
-#if defined(__AVX512F__)
-  if constexpr (is_avx512_v<A>) {
-    if constexpr (std::is_same<T, float>::value)
-      return _mm512_fnmadd_ps(a, b, c);
-    else
-      return _mm512_fnmadd_pd(a, b, c);
-  }
-#endif
-#if XSIMD_WITH_NEON64
-  // xsimd 8.1's NEON fnma is the generic -a * b + c, fused only when the
-  // compiler happens to contract it (not at -O0, not in constant-folded
-  // code): cody_waite's exact step needs the fused vfms.
-  if constexpr (std::is_base_of<xsimd::neon64, A>::value) {
-    if constexpr (std::is_same<T, float>::value)
-      return vfmsq_f32(c, a, b);
-    else
-      return vfmsq_f64(c, a, b);
-  }
-#endif
-  return xsimd::fnma(a, b, c);
 }
 
 // round(v) for |v| < 2^22 (float) / 2^51 (double); larger |v| come back as an

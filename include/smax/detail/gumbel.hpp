@@ -150,14 +150,6 @@ SMAX_INLINE void philox10(V (&c)[N][4], const philox_key& key) noexcept {
   }
 }
 
-template <class A, class U>
-SMAX_INLINE xsimd::batch<U, A> lane_iota() noexcept {
-  constexpr std::size_t W = xsimd::batch<U, A>::size;
-  alignas(64) U idx[W];
-  for (std::size_t i = 0; i < W; ++i) idx[i] = static_cast<U>(i);
-  return xsimd::batch<U, A>::load_unaligned(idx);
-}
-
 // g = -log(-log u), bit-identical on every ISA.
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> gumbel_of_uniform(xsimd::batch<T, A> u) noexcept {
@@ -206,7 +198,7 @@ struct gumbel_block {
   // Elements [G q0, G q0 + size) into out[0 .. size-1].
   static SMAX_INLINE void run(T* out, std::uint64_t q0, const philox_key& key) noexcept {
     using S = typename L::counter;
-    const U iota = lane_iota<A, S>();
+    const U iota = lane_index<A, S>();
     U c[batches][4];
     for (std::size_t j = 0; j < batches; ++j) {
       // Counters 16 q0 + j W + lane: a multiple of W plus the lane, so the

@@ -183,6 +183,7 @@ SMAX_INLINE bool stream_output(const T* y, std::size_t n, std::size_t& head, boo
   return head < n;
 }
 
+// 0, 1, ..., W - 1 in the lanes (any element type: float, double, uint32).
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> lane_index() noexcept {
   constexpr std::size_t W = xsimd::batch<T, A>::size;
@@ -349,27 +350,143 @@ struct compensated<A, float> {
   }
 };
 
-// Max over x[0..n-1] (NaN if the lanes saw one; -inf for n = 0).
-template <class A, class T>
-T reduce_max(const T* x, std::size_t n) noexcept {
+// The extremum pass: one read of x[0..n) folded into four accumulators by
+// fold(acc, v) (xsimd::max or min), from `fill`, the tail padded with it;
+// seen(v) watches every loaded vector (padding included) for what the fold
+// may drop: x86 max and min return their second operand when either is NaN.
+template <class A, class T, class Fold, class Seen>
+SMAX_INLINE xsimd::batch<T, A> extremum_pass(const T* x, std::size_t n, T fill, Fold&& fold, Seen&& seen) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
-  B m0(ninf), m1(ninf), m2(ninf), m3(ninf);
+  B m0(fill), m1(fill), m2(fill), m3(fill);
   std::size_t i = 0;
   const bool far = n * sizeof(T) >= prefetch_min_bytes;
   for (; i + 4 * W <= n; i += 4 * W) {
     if (far) prefetch_ahead<A, 4>(x + i);
-    m0 = xsimd::max(m0, B::load_unaligned(x + i));
-    m1 = xsimd::max(m1, B::load_unaligned(x + i + W));
-    m2 = xsimd::max(m2, B::load_unaligned(x + i + 2 * W));
-    m3 = xsimd::max(m3, B::load_unaligned(x + i + 3 * W));
+    const B v0 = B::load_unaligned(x + i), v1 = B::load_unaligned(x + i + W);
+    const B v2 = B::load_unaligned(x + i + 2 * W), v3 = B::load_unaligned(x + i + 3 * W);
+    m0 = fold(m0, v0);
+    m1 = fold(m1, v1);
+    m2 = fold(m2, v2);
+    m3 = fold(m3, v3);
+    seen(v0);
+    seen(v1);
+    seen(v2);
+    seen(v3);
   }
-  for (; i + W <= n; i += W) m0 = xsimd::max(m0, B::load_unaligned(x + i));
-  if (i < n) m1 = xsimd::max(m1, load_partial<A>(x + i, n - i, ninf));
-  // x86 max returns its second operand when either is NaN, so a NaN met in
-  // the loop may have been replaced; the callers' sums catch it instead.
-  return hmax<A>(xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3)));
+  for (; i + W <= n; i += W) {
+    const B v = B::load_unaligned(x + i);
+    m0 = fold(m0, v);
+    seen(v);
+  }
+  if (i < n) {
+    const B v = load_partial<A>(x + i, n - i, fill);
+    m1 = fold(m1, v);
+    seen(v);
+  }
+  return fold(fold(m0, m1), fold(m2, m3));
+}
+
+struct ignore_vector {
+  template <class B>
+  SMAX_INLINE void operator()(const B&) const noexcept {}
+};
+struct vector_max {
+  template <class B>
+  SMAX_INLINE B operator()(B a, B b) const noexcept {
+    return xsimd::max(a, b);
+  }
+};
+struct vector_min {
+  template <class B>
+  SMAX_INLINE B operator()(B a, B b) const noexcept {
+    return xsimd::min(a, b);
+  }
+};
+
+// Max over x[0..n-1] (-inf for n = 0). A NaN met may have been dropped by
+// x86's max (see extremum_pass); the callers' sums catch it instead.
+template <class A, class T>
+T reduce_max(const T* x, std::size_t n) noexcept {
+  return hmax<A>(extremum_pass<A>(x, n, -std::numeric_limits<T>::infinity(), vector_max{}, ignore_vector{}));
+}
+
+// Min over x[0..n-1] (+inf for n = 0; a NaN as for reduce_max).
+template <class A, class T>
+T reduce_min(const T* x, std::size_t n) noexcept {
+  // -hmax(-v): hmax's NaN rule for the minimum.
+  return -hmax<A>(-extremum_pass<A>(x, n, std::numeric_limits<T>::infinity(), vector_min{}, ignore_vector{}));
+}
+
+// Max over x[0..n-1], or NaN when x holds one. NaN is tracked as
+// "not v == v": xsimd 8.1's v != v is an ordered compare on AVX / AVX-512
+// (false for NaN) and true on SSE2.
+template <class A, class T>
+T max_or_nan(const T* x, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  auto ok = B(T(0)) == B(T(0));  // all true
+  const B m = extremum_pass<A>(x, n, -std::numeric_limits<T>::infinity(), vector_max{},
+                               [&](B v) { ok = ok & (v == v); });
+  if (!xsimd::all(ok)) return std::numeric_limits<T>::quiet_NaN();
+  return hmax<A>(m);
+}
+
+// The rescaling sums' step (online and two-pass softmax, softpick, ssmax):
+// each lane sums its terms against a reference (a running max, or an
+// exponent E for 2^E) that moves only where `moved`, to `candidate`; the
+// lane's partial sums are then multiplied by factor(old, new) (e^(old - new)
+// or 2^(old - new)). mul_normal: terms that fall far below the new reference
+// become 0, never a subnormal. False (nothing done) when no lane moved.
+template <class A, class T, std::size_t U, class Factor>
+SMAX_INLINE bool move_reference(xsimd::batch_bool<T, A> moved, xsimd::batch<T, A> candidate,
+                                xsimd::batch<T, A>& ref, xsimd::batch<T, A> (&acc)[U], compensated<A, T>& total,
+                                Factor&& factor) noexcept {
+  using B = xsimd::batch<T, A>;
+  if (!xsimd::any(moved)) return false;
+  const B next = xsimd::select(moved, candidate, ref);
+  const B f = factor(ref, next);
+#pragma GCC unroll 16
+  for (std::size_t u = 0; u < U; ++u) acc[u] = mul_normal<A, T>(acc[u], f);
+  total.scale(f);
+  ref = next;
+  return true;
+}
+
+// Lanes of vector u (of W lanes) that hold data when r elements remain:
+// the tail chunk's loads.
+constexpr std::size_t live_lanes(std::size_t r, std::size_t u, std::size_t W) noexcept {
+  return r > u * W ? (r - u * W < W ? r - u * W : W) : 0;
+}
+
+// Adds four partial sums to total as (a0 + a1) + (a2 + a3) and clears them:
+// a rescaling sum's block end.
+template <class A, class T>
+SMAX_INLINE void drain_into(compensated<A, T>& total, xsimd::batch<T, A> (&acc)[4]) noexcept {
+  total.add((acc[0] + acc[1]) + (acc[2] + acc[3]));
+#pragma GCC unroll 4
+  for (std::size_t u = 0; u < 4; ++u) acc[u] = xsimd::batch<T, A>(T(0));
+}
+
+// Calls chunk(v) on x[0..n) four vectors at a time (v: B[4]), the last
+// chunk padded with `pad`; prefetches ahead when x is out of cache.
+template <class A, class T, class Chunk>
+SMAX_INLINE void for_each_chunk4(const T* x, std::size_t n, T pad, Chunk&& chunk) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  std::size_t i = 0;
+  const bool far = n * sizeof(T) >= prefetch_min_bytes;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    if (far) prefetch_ahead<A, 4>(x + i);
+    B v[4] = {B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
+              B::load_unaligned(x + i + 3 * W)};
+    chunk(v);
+  }
+  if (i < n) {
+    B v[4];
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) v[u] = load_partial<A>(x + i + u * W, live_lanes(n - i, u, W), pad);
+    chunk(v);
+  }
 }
 
 // Writes a sequence of values, produced in order from y[0] on, to y with

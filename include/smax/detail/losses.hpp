@@ -180,7 +180,7 @@ void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, doubl
   if (!is_finite(lse)) {
     // softmax by the family's rules (+inf entries share, all -inf: zeros),
     // then the scalar gradient.
-    softmax_nonfinite(x, dx, n, false);
+    softmax_nonfinite(x, dx, n, result_form::probabilities);
     const double pt = static_cast<double>(dx[target]);
     for (std::size_t i = 0; i < n; ++i) dx[i] = to_normal<T>(dloss * static_cast<double>(dx[i]) - c_d);
     dx[target] = to_normal<T>(dloss * (pt - q_target));

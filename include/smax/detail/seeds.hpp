@@ -110,7 +110,7 @@ template <class A, class T>
 void sigmoid_attention_backward(const T* x, const T* dy, T* dx, std::size_t n, T b) noexcept {
   using B = xsimd::batch<T, A>;
   const B bv(b), zero(T(0)), floor(seed_limits<T>::exp_floor);
-  map2<A>(x, dy, dx, n, [&](B v, B g) {
+  map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
     const B z = v + bv;
     const sigmoid_parts<A, T> s(z);
     const B d = xsimd::select(xsimd::abs(z) > -floor, zero, (s.t * s.r) * s.r);
@@ -234,9 +234,9 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   if (x != y && n * sizeof(T) < automatic_two_pass_bytes<A>) {
     T lo = 0, hi = 0;
     if (normalized) min_max0<A>(x, n, lo, hi);
-    softmax_three_pass<A>(x, y, n, true);
+    softmax_three_pass<A>(x, y, n, exp_terms::reload);
     const sa_factor<A, T> g(normalized, lo, hi);
-    map2<A>(x, y, y, n, [&](B v, B p) { return mul_normal<A, T>(g(v), p); });
+    map_pairs<A>(x, y, y, n, [&](B v, B p) { return mul_normal<A, T>(g(v), p); });
     return;
   }
   // Two reads: two_pass_sum (also taking min and max), then the fused write.
@@ -279,7 +279,7 @@ void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t
       if (dy[i] != dy[i]) return fill(dx, n, nan);
     return fill(dx, n, T(0));
   }
-  const double D = sum_map2<A>(y, dy, n, [](B a, B b) { return a * b; });
+  const double D = sum_of_pairs<A>(y, dy, n, [](B a, B b) { return a * b; });
   if (!(D == D)) return fill(dx, n, nan);
   T lo = 0, hi = 0;
   if (normalized) min_max0<A>(x, n, lo, hi);
@@ -296,8 +296,8 @@ void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t
   double P = 0;
   const auto run = [&](auto&& term) {
     if (normalized)
-      P = sum_map2<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); });
-    map2<A>(x, dy, dx, n, [&](B v, B d) {
+      P = sum_of_pairs<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); });
+    map_pairs<A>(x, dy, dx, n, [&](B v, B d) {
       const B gv = g(v);
       const B a = normalized ? xsimd::fms(d, slope + gv, Dv) : xsimd::fms(d, gv + B(T(1)), Dv);
       return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
@@ -351,7 +351,7 @@ void multimax(const T* x, T* y, std::size_t n, const multimax_params& p) {
   // In cache: sigma(x) into y, then softmax's three-pass reload there.
   if (n * sizeof(T) < automatic_two_pass_bytes<A>) {
     map<A>(x, y, n, sig);
-    return softmax_three_pass<A>(y, y, n, true);
+    return softmax_three_pass<A>(y, y, n, exp_terms::reload);
   }
   double s;
   T Emax;
@@ -360,7 +360,7 @@ void multimax(const T* x, T* y, std::size_t n, const multimax_params& p) {
     return map<A, staged>(x, y, n, [&](B v) { return ex(sig(v)); });
   }
   map<A>(x, y, n, sig);
-  softmax_three_pass<A>(y, y, n, false);
+  softmax_three_pass<A>(y, y, n, exp_terms::recompute);
 }
 
 // Three inputs, one output (any may alias): out[i] = f(a[i], b[i], c[i]).

@@ -27,8 +27,10 @@ namespace detail {
 // -inf, i.e. every entry -inf or NaN). The special-value rules of the
 // library: any NaN -> all NaN; +inf entries share the mass equally, the rest
 // get 0; all -inf -> all 0 (log: all -inf).
+enum class result_form { probabilities, logs };
 template <class T>
-void softmax_nonfinite(const T* x, T* y, std::size_t n, bool log) noexcept {
+void softmax_nonfinite(const T* x, T* y, std::size_t n, result_form form) noexcept {
+  const bool log = form == result_form::logs;
   constexpr T inf = std::numeric_limits<T>::infinity();
   constexpr T nan = std::numeric_limits<T>::quiet_NaN();
   std::size_t n_posinf = 0;
@@ -41,11 +43,6 @@ void softmax_nonfinite(const T* x, T* y, std::size_t n, bool log) noexcept {
                       : static_cast<T>(1.0 / static_cast<double>(n_posinf));
   const T rest = log ? -inf : T(0);
   for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] == inf) ? share : rest;
-}
-
-template <class T>
-SMAX_INLINE bool is_finite(T v) noexcept {
-  return v - v == T(0);  // false for NaN and +-inf
 }
 
 // Calls f(shifted_exp<A, T, Split>) with the form that is exact for this m.
@@ -85,11 +82,14 @@ SMAX_INLINE T clamp_floor(T m) noexcept {
 // range-reduces x itself: no x - m is rounded, and the output is
 // e^x 2^-E / sum(e^x 2^-E), the factor e^-(m - E ln2) of e^(x - m) cancelling.
 // Beyond it x - m is exact wherever the result is not negligible and the
-// plain shifted_exp is used.
+// plain shifted_exp is used. Pass 2 stores its terms in y for pass 3 to
+// reload, or pass 3 computes them again.
+enum class exp_terms { recompute, reload };
 template <class A, class T>
-SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, bool reload) noexcept {
+SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, exp_terms terms) noexcept {
+  const bool reload = terms == exp_terms::reload;
   const T m = reduce_max<A>(x, n);
-  if (!is_finite(m)) return softmax_nonfinite(x, y, n, false);
+  if (!is_finite(m)) return softmax_nonfinite(x, y, n, result_form::probabilities);
   const auto finish = [&](double s, auto&& normalized) {
     if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
     if (reload) {
@@ -123,14 +123,6 @@ struct single_pass_limits {
   }
 };
 
-// p * 2^k for integer-valued k <= 125 (float) / 1021 (double), |p| in
-// [1/2, 2): 0 where k < min_k_normal (the single-pass sums' terms that far
-// below their lane's reference are negligible), never a subnormal.
-template <class A, class T>
-SMAX_INLINE xsimd::batch<T, A> ldexp_small(xsimd::batch<T, A> p, xsimd::batch<T, A> k) noexcept {
-  return ldexp_normal<A, T>(p, k);
-}
-
 // Online softmax (Milakov & Gimelshein 2018): one pass keeps, per lane, a
 // reference r (a running max) and the sum of e^(x - r). The reference moves
 // only when a chunk's max exceeds it by more than `slack` (e^16 leaves ample
@@ -143,7 +135,6 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
   using L = single_pass_limits<T>;
   using E = shifted_exp<A, T, true>;
   using C = exp_constants<T>;
-  constexpr std::size_t W = B::size;
   constexpr T slack = T(16);
   const B floor(-L::limit);
   const auto make_exp = [](B r) {
@@ -154,66 +145,37 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
   B ref(-L::limit / 2);
   E ex = make_exp(ref);
   B vmax(-L::limit);
-  B a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+  B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
   compensated<A, T> total;
+  std::size_t chunks = 0;
   // max(floor, x) keeps a NaN x on every ISA (x86 max returns its second
   // operand when either is NaN; NEON propagates NaN).
-  const auto chunk = [&](B v0, B v1, B v2, B v3) {
-    v0 = xsimd::max(floor, v0);
-    v1 = xsimd::max(floor, v1);
-    v2 = xsimd::max(floor, v2);
-    v3 = xsimd::max(floor, v3);
-    const B cm = xsimd::max(xsimd::max(v0, v1), xsimd::max(v2, v3));
+  const auto chunk = [&](B* v) {
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) v[u] = xsimd::max(floor, v[u]);
+    const B cm = xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3]));
     vmax = xsimd::max(vmax, cm);
-    const auto moved = cm > ref + B(slack);
-    if (xsimd::any(moved)) {
-      const B nref = xsimd::select(moved, cm, ref);
-      const E nex = make_exp(nref);
-      const B f = nex(ref);  // e^(ref - nref), exactly 1 where unchanged
-      // (mul_normal: a lane's old terms far below the new reference become
-      // 0 rather than subnormal products)
-      a0 = mul_normal<A, T>(a0, f);
-      a1 = mul_normal<A, T>(a1, f);
-      a2 = mul_normal<A, T>(a2, f);
-      a3 = mul_normal<A, T>(a3, f);
-      total.scale(f);
-      ref = nref;
-      ex = nex;
-    }
-    a0 += ex(v0);
-    a1 += ex(v1);
-    a2 += ex(v2);
-    a3 += ex(v3);
-  };
-
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
-  std::size_t i = 0, chunks = 0;
-  const bool far = n * sizeof(T) >= prefetch_min_bytes;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    if (far) prefetch_ahead<A, 4>(x + i);
-    chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
-          B::load_unaligned(x + i + 3 * W));
+    // The factor is e^(ref - new ref), exactly 1 where unchanged.
+    move_reference<A, T>(cm > ref + B(slack), cm, ref, acc, total, [&](B old, B next) {
+      ex = make_exp(next);
+      return ex(old);
+    });
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) acc[u] += ex(v[u]);
     if (++chunks == loop_shape<A>::block_chunks) {
-      total.add((a0 + a1) + (a2 + a3));
-      a0 = a1 = a2 = a3 = B(T(0));
+      drain_into(total, acc);
       chunks = 0;
     }
-  }
-  if (i < n) {
-    // -inf padding clamps to -limit: a zero term.
-    const std::size_t r = n - i;
-    const auto part = [&](std::size_t k) {
-      return load_partial<A>(x + i + k * W, r > k * W ? (r - k * W < W ? r - k * W : W) : 0, ninf);
-    };
-    chunk(part(0), part(1), part(2), part(3));
-  }
-  total.add((a0 + a1) + (a2 + a3));
+  };
+  // -inf padding clamps to -limit: a zero term.
+  for_each_chunk4<A>(x, n, -std::numeric_limits<T>::infinity(), chunk);
+  drain_into(total, acc);
 
   const T R = hmax<A>(ref);
   const T vm = hmax<A>(vmax);
   const E rex = make_exp(B(R));
   const double s = total.dot(rex(ref));
-  if (!L::accepts(vm, s) || !(R == R)) return softmax_three_pass<A>(x, y, n, false);
+  if (!L::accepts(vm, s) || !(R == R)) return softmax_three_pass<A>(x, y, n, exp_terms::recompute);
   map<A, staged>(x, y, n, scaled_shifted_exp<A, T, true>(rex, static_cast<T>(1.0 / s)));
 }
 
@@ -284,14 +246,8 @@ SMAX_FLATTEN bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pr
 #pragma GCC unroll 16
     for (std::size_t u = 1; u < U; ++u) km = xsimd::max(km, K[u]);
     kmax = xsimd::max(kmax, km - magic);
-    const auto moved = km > B(C::bias_magic + slack);
-    if (xsimd::any(moved)) {
-      const B nE = xsimd::select(moved, km - magic, E);
-      const B f = ldexp_small<A, T>(B(T(1)), E - nE);
-#pragma GCC unroll 16
-      for (std::size_t u = 0; u < U; ++u) acc[u] = mul_normal<A, T>(acc[u], f);
-      total.scale(f);
-      E = nE;
+    if (move_reference<A, T>(km > B(C::bias_magic + slack), km - magic, E, acc, total,
+                             [](B old, B next) { return ldexp_normal<A, T>(B(T(1)), old - next); })) {
       lo = lane_floor(E);
       magic = B(C::bias_magic) - E;
 #pragma GCC unroll 16
@@ -335,7 +291,7 @@ SMAX_FLATTEN bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pr
     const std::size_t r = n - i;
     B v[U];
     for (std::size_t u = 0; u < U; ++u) {
-      const std::size_t live = r > u * W ? (r - u * W < W ? r - u * W : W) : 0;
+      const std::size_t live = live_lanes(r, u, W);
       v[u] = xsimd::select(lane_index<A, T>() < B(static_cast<T>(live)),
                            pre(load_as_partial<A, T>(x + i + u * W, live, T(0))), B(ninf));
     }
@@ -352,7 +308,7 @@ SMAX_FLATTEN bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pr
   // is far under Emax is flushed to 0 there, NaN or not.
   const double raw = total.sum();
   const bool nan_seen = !(raw == raw);
-  s = total.dot(ldexp_small<A, T>(B(T(1)), E - B(Emax)));
+  s = total.dot(ldexp_normal<A, T>(B(T(1)), E - B(Emax)));
   return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
 }
 
@@ -360,7 +316,7 @@ template <class A, class T>
 void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
   double s;
   T Emax;
-  if (!two_pass_sum<A>(x, n, s, Emax)) return softmax_three_pass<A>(x, y, n, false);
+  if (!two_pass_sum<A>(x, n, s, Emax)) return softmax_three_pass<A>(x, y, n, exp_terms::recompute);
   // y = e^x 2^-Emax / s (every K here is at most Emax + 16).
   map<A, staged>(x, y, n, exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
 }
@@ -384,16 +340,16 @@ void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
   if (n == 0) return;
   switch (a) {
     case algorithm::three_pass_recompute:
-      return softmax_three_pass<A>(x, y, n, false);
+      return softmax_three_pass<A>(x, y, n, exp_terms::recompute);
     case algorithm::three_pass_reload:
-      return softmax_three_pass<A>(x, y, n, true);
+      return softmax_three_pass<A>(x, y, n, exp_terms::reload);
     case algorithm::two_pass:
       return softmax_two_pass<A>(x, y, n);
     case algorithm::online:
       return softmax_online<A>(x, y, n);
     case algorithm::automatic:
     default:
-      if (n * sizeof(T) < automatic_two_pass_bytes<A>) return softmax_three_pass<A>(x, y, n, true);
+      if (n * sizeof(T) < automatic_two_pass_bytes<A>) return softmax_three_pass<A>(x, y, n, exp_terms::reload);
       return softmax_two_pass<A>(x, y, n);
   }
 }
@@ -406,7 +362,7 @@ SMAX_FLATTEN void log_softmax(const T* x, T* y, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const T m = reduce_max<A>(x, n);
-  if (!is_finite(m)) return softmax_nonfinite(x, y, n, true);
+  if (!is_finite(m)) return softmax_nonfinite(x, y, n, result_form::logs);
   double lse;
   if (use_split(m)) {
     double r;

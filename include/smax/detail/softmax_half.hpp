@@ -269,17 +269,17 @@ SMAX_INLINE void for_each_widened2(const H* a, const H* b, std::size_t n, G&& g)
   }
 }
 
-// sum_map2 and map2 of backward.hpp over the widened blocks.
+// sum_of_pairs and map_pairs of backward.hpp over the widened blocks.
 template <class A, class H, class F>
 double sum_map2_half(const H* a, const H* b, std::size_t n, F&& f) noexcept {
   double s = 0;
-  for_each_widened2<A>(a, b, n, [&](float* p, float* q, std::size_t, std::size_t len) { s += sum_map2<A>(p, q, len, f); });
+  for_each_widened2<A>(a, b, n, [&](float* p, float* q, std::size_t, std::size_t len) { s += sum_of_pairs<A>(p, q, len, f); });
   return s;
 }
 template <class A, class H, class F>
 void map2_half(const H* a, const H* b, H* out, std::size_t n, F&& f) noexcept {
   for_each_widened2<A>(a, b, n, [&](float* p, float* q, std::size_t o, std::size_t len) {
-    map2<A>(p, q, p, len, f);
+    map_pairs<A>(p, q, p, len, f);
     narrow_block<A>(p, out + o, len);
   });
 }

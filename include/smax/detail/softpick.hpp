@@ -89,67 +89,43 @@ SMAX_INLINE xsimd::batch<T, A> softpick_scaled(xsimd::batch<T, A> em1, xsimd::ba
 // Pass 1: the sum of a_j = |e^(x_j) - 1| as sum * 2^emax, and m = max x;
 // false if not exact (NaN, +inf, max above the range). Per lane, the terms
 // are summed against a reference 2^E (E >= 0) that moves up, as in
-// ext_sum_loop, when a chunk's K exceeds it by more than 16; the term and
+// pow2_rescaled_sum, when a chunk's K exceeds it by more than 16; the term and
 // its scaling are one fma (softpick_scaled). Accumulators in locals (see
-// ext_sum_loop).
+// pow2_rescaled_sum).
 template <class A, class T>
 SMAX_FLATTEN bool softpick_pass1(const T* x, std::size_t n, double& sum, T& emax, T& m) noexcept {
   using B = xsimd::batch<T, A>;
-  constexpr std::size_t W = B::size;
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   constexpr T slack = T(16);
   const B floor(-single_pass_limits<T>::limit), zero(T(0)), binf(ninf);
-  B E(T(0)), two_e(T(1)), a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0)), vmax(ninf);
+  B E(T(0)), two_e(T(1)), vmax(ninf);
+  B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
   compensated<A, T> total;
   std::size_t chunks = 0;
-  const auto flush = [&]() {
-    total.add((a0 + a1) + (a2 + a3));
-    a0 = a1 = a2 = a3 = B(T(0));
-    chunks = 0;
-  };
-  const auto chunk = [&](B v0, B v1, B v2, B v3) {
-    vmax = xsimd::max(vmax, xsimd::max(xsimd::max(v0, v1), xsimd::max(v2, v3)));
-    B e0, e1, e2, e3, k0, k1, k2, k3;
-    exp_parts<A, T>(xsimd::max(floor, v0), e0, k0);  // max keeps NaN
-    exp_parts<A, T>(xsimd::max(floor, v1), e1, k1);
-    exp_parts<A, T>(xsimd::max(floor, v2), e2, k2);
-    exp_parts<A, T>(xsimd::max(floor, v3), e3, k3);
-    const B km = xsimd::max(xsimd::max(k0, k1), xsimd::max(k2, k3));
-    const auto moved = km > E + B(slack);
-    if (xsimd::any(moved)) {
-      const B nE = xsimd::select(moved, km, E);
-      const B f = ldexp_small<A, T>(B(T(1)), E - nE);
-      a0 = mul_normal<A, T>(a0, f);
-      a1 = mul_normal<A, T>(a1, f);
-      a2 = mul_normal<A, T>(a2, f);
-      a3 = mul_normal<A, T>(a3, f);
-      total.scale(f);
-      E = nE;
+  const auto chunk = [&](B* v) {
+    vmax = xsimd::max(vmax, xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3])));
+    B e[4], k[4];
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) exp_parts<A, T>(xsimd::max(floor, v[u]), e[u], k[u]);  // max keeps NaN
+    const B km = xsimd::max(xsimd::max(k[0], k[1]), xsimd::max(k[2], k[3]));
+    if (move_reference<A, T>(km > E + B(slack), km, E, acc, total,
+                             [](B old, B next) { return ldexp_normal<A, T>(B(T(1)), old - next); }))
       two_e = pow2_flush<A, T>(-E);
-    }
     // -inf entries are masked (the clamp made their term 2^-E).
-    a0 += xsimd::select(v0 == binf, zero, softpick_scaled<A, T>(e0, k0, E, two_e));
-    a1 += xsimd::select(v1 == binf, zero, softpick_scaled<A, T>(e1, k1, E, two_e));
-    a2 += xsimd::select(v2 == binf, zero, softpick_scaled<A, T>(e2, k2, E, two_e));
-    a3 += xsimd::select(v3 == binf, zero, softpick_scaled<A, T>(e3, k3, E, two_e));
-    if (++chunks == loop_shape<A>::block_chunks) flush();
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u)
+      acc[u] += xsimd::select(v[u] == binf, zero, softpick_scaled<A, T>(e[u], k[u], E, two_e));
+    if (++chunks == loop_shape<A>::block_chunks) {
+      drain_into(total, acc);
+      chunks = 0;
+    }
   };
-  std::size_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W)
-    chunk(B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
-          B::load_unaligned(x + i + 3 * W));
-  if (i < n) {
-    // -inf padding: a term of 0, and no effect on the max.
-    const std::size_t r = n - i;
-    const auto part = [&](std::size_t u) {
-      return load_partial<A>(x + i + u * W, r > u * W ? (r - u * W < W ? r - u * W : W) : 0, ninf);
-    };
-    chunk(part(0), part(1), part(2), part(3));
-  }
-  flush();
+  // -inf padding: a term of 0, and no effect on the max.
+  for_each_chunk4<A>(x, n, ninf, chunk);
+  drain_into(total, acc);
   const T em = hmax<A>(E);
   const double raw = total.sum();  // NaN seen before the rescale can flush it
-  sum = total.dot(ldexp_small<A, T>(B(T(1)), E - B(em)));
+  sum = total.dot(ldexp_normal<A, T>(B(T(1)), E - B(em)));
   emax = em;
   m = hmax<A>(vmax);
   return raw == raw && m <= single_pass_limits<T>::limit && sum - sum == 0;
@@ -269,7 +245,7 @@ template <class A, class T>
 void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T eps) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  const double dot = sum_map2<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); });
+  const double dot = sum_of_pairs<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); });
   double sum;
   T emax, m;
   // dx may alias x: locate the first argmax before anything is written.
@@ -322,12 +298,12 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
     // the products cannot overflow), combine, then scale by 2^-sh. The
     // other lanes are unchanged.
     const B deep(T(std::numeric_limits<T>::min_exponent + 24));
-    map2<A>(x, dy, dx, n, [&](B v, B g) {
+    map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
       B p, K;
       extexp<A, T>(xsimd::max(floor, v), p, K);
       const auto low = (K - eb) < deep;
       const B sh = xsimd::select(low, deep - (K - eb), zero);
-      const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, invb(ldexp_small<A, T>(p, K - eb + sh)));
+      const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, invb(ldexp_normal<A, T>(p, K - eb + sh)));
       const B r = combine(v, g, e);
       return xsimd::any(low) ? xsimd::select(low, ldexp_flush<A, T>(r, -sh), r) : r;
     });
@@ -352,7 +328,7 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
       const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
       const double den = s + static_cast<double>(eps);
       const scale_normal<A, T> invb(static_cast<T>(1.0 / den));
-      map2<A>(x, dy, dx, n, [&](B v, B g) { return combine(v, g, invb(ex(v))); });
+      map_pairs<A>(x, dy, dx, n, [&](B v, B g) { return combine(v, g, invb(ex(v))); });
       if (k < n) dx[k] = static_cast<T>(static_cast<double>(dx[k]) - static_cast<double>(eps) / den * dot);
     });
   }

@@ -44,41 +44,7 @@
 namespace smax {
 namespace detail {
 
-// --------------------------------------------------------------- pass 1 --
-
-// max over x, or NaN when x holds a NaN. xsimd::max's NaN behaviour differs
-// between ISAs, so NaN is tracked separately, as "not x == x": xsimd 8.1's
-// x != x is false for NaN on AVX/AVX-512 (an ordered compare) and true on SSE2.
-template <class A, class T>
-T max_or_nan(const T* x, std::size_t n) noexcept {
-  using B = xsimd::batch<T, A>;
-  constexpr std::size_t W = B::size;
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
-  B m0(ninf), m1(ninf), m2(ninf), m3(ninf);
-  auto ok = B(T(0)) == B(T(0));  // all true
-  std::size_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    const B v0 = B::load_unaligned(x + i), v1 = B::load_unaligned(x + i + W);
-    const B v2 = B::load_unaligned(x + i + 2 * W), v3 = B::load_unaligned(x + i + 3 * W);
-    m0 = xsimd::max(m0, v0);
-    m1 = xsimd::max(m1, v1);
-    m2 = xsimd::max(m2, v2);
-    m3 = xsimd::max(m3, v3);
-    ok = ok & ((v0 == v0) & (v1 == v1)) & ((v2 == v2) & (v3 == v3));
-  }
-  for (; i + W <= n; i += W) {
-    const B v = B::load_unaligned(x + i);
-    m0 = xsimd::max(m0, v);
-    ok = ok & (v == v);
-  }
-  if (i < n) {
-    const B v = load_partial<A>(x + i, n - i, ninf);
-    m1 = xsimd::max(m1, v);
-    ok = ok & (v == v);
-  }
-  if (!xsimd::all(ok)) return std::numeric_limits<T>::quiet_NaN();
-  return hmax<A>(xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3)));
-}
+// Pass 1 is loops.hpp's max_or_nan.
 
 // --------------------------------------------------------------- pass 2 --
 
@@ -152,32 +118,37 @@ std::size_t collect_candidates(const T* x, std::size_t n, T cut, candidate_store
   return k;
 }
 
-// Appends the lanes of v where `keep` holds to b[k..] in order; returns the
-// new count. b must have room for a whole vector at b + k. AVX-512 has a
-// compress instruction (to a register, then a plain store: vcompressps to
-// memory is microcoded on AMD); elsewhere lane by lane without branches.
-template <class A, class T>
-SMAX_INLINE std::size_t append_where(T* b, std::size_t k, xsimd::batch<T, A> v, xsimd::batch_bool<T, A> keep) noexcept {
+// Appends the lanes of v where `keep` holds to b[k..] in order, as T (v is
+// T, or double holding T values: exact); returns the new count. b must have
+// room for a whole vector at b + k. AVX-512 has a compress instruction (to a
+// register, then a plain store: vcompressps to memory is microcoded on AMD);
+// elsewhere lane by lane without branches.
+template <class A, class T, class S>
+SMAX_INLINE std::size_t append_where(T* b, std::size_t k, xsimd::batch<S, A> v, xsimd::batch_bool<S, A> keep) noexcept {
 #if defined(__AVX512F__)
   if constexpr (is_avx512_v<A>) {
-    if constexpr (std::is_same<T, float>::value) {
+    if constexpr (std::is_same<S, float>::value) {
       const __mmask16 mk = keep.data;
       _mm512_storeu_ps(b + k, _mm512_maskz_compress_ps(mk, v));
       return k + static_cast<std::size_t>(__builtin_popcount(mk));
     } else {
       const __mmask8 mk = keep.data;
-      _mm512_storeu_pd(b + k, _mm512_maskz_compress_pd(mk, v));
+      const __m512d c = _mm512_maskz_compress_pd(mk, v);
+      if constexpr (std::is_same<T, float>::value)
+        _mm256_storeu_ps(b + k, _mm512_cvtpd_ps(c));
+      else
+        _mm512_storeu_pd(b + k, c);
       return k + static_cast<std::size_t>(__builtin_popcount(mk));
     }
   }
 #endif
-  constexpr std::size_t W = xsimd::batch<T, A>::size;
-  alignas(64) T lanes[W];
+  constexpr std::size_t W = xsimd::batch<S, A>::size;
+  alignas(64) S lanes[W];
   alignas(64) bool kept[W];
   v.store_aligned(lanes);
   keep.store_aligned(kept);
   for (std::size_t l = 0; l < W; ++l) {
-    b[k] = lanes[l];
+    b[k] = static_cast<T>(lanes[l]);
     k += kept[l];
   }
   return k;
@@ -306,36 +277,6 @@ SMAX_INLINE xsimd::batch<double, A> pow_f64(xsimd::batch<double, A> u, double p)
 
 // ---------------------------------------------------------------- solve --
 
-// Stores the lanes of the double batch v where `keep` holds to b[j..] as T,
-// in order (exact: v holds T values); returns the new count. Writes a whole
-// batch at b + j (the caller's j <= the index v was loaded from). AVX-512F
-// compresses in a register; elsewhere lane by lane without branches.
-template <class A, class T>
-SMAX_INLINE std::size_t compact_store(T* b, std::size_t j, xsimd::batch<double, A> v,
-                                      xsimd::batch_bool<double, A> keep) noexcept {
-#if defined(__AVX512F__)
-  if constexpr (is_avx512_v<A>) {
-    const __mmask8 mk = keep.data;
-    const __m512d c = _mm512_maskz_compress_pd(mk, v);
-    if constexpr (std::is_same<T, float>::value)
-      _mm256_storeu_ps(b + j, _mm512_cvtpd_ps(c));
-    else
-      _mm512_storeu_pd(b + j, c);
-    return j + static_cast<std::size_t>(__builtin_popcount(mk));
-  }
-#endif
-  constexpr std::size_t W = xsimd::batch<double, A>::size;
-  alignas(64) double lanes[W];
-  alignas(64) bool kept[W];
-  v.store_aligned(lanes);
-  keep.store_aligned(kept);
-  for (std::size_t l = 0; l < W; ++l) {
-    b[j] = static_cast<T>(lanes[l]);
-    j += kept[l];
-  }
-  return j;
-}
-
 // One pass over the candidates b[0..k) (T values; d = x - m in double):
 // keeps, in order and in place, the entries with lo < d < hi; calls
 // stat(d, keep-mask) on every batch of doubles and flush() every block of
@@ -360,7 +301,7 @@ std::size_t filter_pass(T* b, std::size_t k, double m, double lo, double hi, Sta
         for (std::size_t l = 0; l < W; ++l) b[j + l] = b[at + l];  // j < at: forward copy is safe
       j += W;
     } else if (xsimd::any(keep)) {
-      j = compact_store<A>(b, j, v, keep);
+      j = append_where<A>(b, j, v, keep);  // (j <= the index v was loaded from)
     }
   };
   // Four batches per step: their stat computations (a power each, for
@@ -798,7 +739,7 @@ bool sparse_nonfinite(const T* x, T* y, std::size_t n, T m) noexcept {
     return true;
   }
   if (is_finite(m)) return false;
-  softmax_nonfinite(x, y, n, false);
+  softmax_nonfinite(x, y, n, result_form::probabilities);
   return true;
 }
 
@@ -937,11 +878,11 @@ inline double support_sum_scale(std::size_t n) noexcept {
   return std::ldexp(1.0, -std::ilogb(static_cast<double>(n)) - 1);
 }
 
-// Two sums over i at once (backward.hpp's sum_map2 does one), in double:
+// Two sums over i at once (backward.hpp's sum_of_pairs does one), in double:
 // f(a, b, acc0, acc1) adds a vector's terms to the accumulators. Per-lane accumulators are flushed every block into
 // compensated totals (loops.hpp), so the error does not grow with n.
 template <class A, class T, class F>
-void sum2_map2(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1) noexcept {
+void two_sums_of_pairs(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t block = W * 4 * loop_shape<A>::block_chunks;
@@ -978,7 +919,7 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept 
   // largest T (the mean itself, an average of dy, is representable).
   const double scale = support_sum_scale(n);
   const B sc(static_cast<T>(scale));
-  sum2_map2<A>(y, dy, n,
+  two_sums_of_pairs<A>(y, dy, n,
               [&](B yv, B d, B& c, B& s) {
                 const auto pos = yv > zero;
                 c += xsimd::select(pos, one, zero);
@@ -986,7 +927,7 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept 
               },
               count, sum);
   const B mean(count > 0 ? finite_mean<T>(sum / count / scale) : T(0));
-  map2<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
+  map_pairs<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
 }
 
 // dx = g dy - g (sum g dy / sum g), g_i = y_i^(2 - alpha) on the support
@@ -1019,7 +960,7 @@ void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noe
   double sg = 0, sgd = 0;
   const double scale = support_sum_scale(n);  // as sparsemax_backward
   const B sc(static_cast<T>(scale));
-  sum2_map2<A>(y, dy, n,
+  two_sums_of_pairs<A>(y, dy, n,
               [&](B yv, B d, B& s0, B& s1) {
                 const B gv = g(yv);
                 s0 += gv;
@@ -1031,7 +972,7 @@ void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noe
   // the largest T: found by fuzz_sparse, dy = -FLT_MAX, q = 0.05 FLT_MAX,
   // g = 0.11) g dy - g q instead, both products bounded by the scale
   // g (|dy| + |q|) of the result.
-  map2<A>(y, dy, dx, n, [&](B yv, B d) {
+  map_pairs<A>(y, dy, dx, n, [&](B yv, B d) {
     const B gv = g(yv), h = d - q;
     // (an infinite dy keeps g (dy - q): g q would be inf 0 for y = +inf)
     const B r = xsimd::select((xsimd::abs(h) < inf) | !(xsimd::abs(d) < inf), gv * h, xsimd::fms(gv, d, gv * q));

@@ -37,69 +37,58 @@ namespace detail {
 // with n. get(i, v0, v1, v2, v3) gives the input of elements [i, i + 4 W)
 // (the last chunk may be partial: its lanes past n contribute nothing);
 // term(v, K) returns p and sets K (K >= kfloor; NaN input must give a NaN
-// p or K, or with KGuard = false a NaN p). Everything lives in locals of
+// p or K; with nan_shows::in_term, a NaN p). Everything lives in locals of
 // this one function: kept in a struct, the accumulators were stored and
 // reloaded every chunk (a batch may alias any float, so the compiler cannot
 // keep them in registers across the loads of x).
-struct ext_pass1 {
+struct pow2_sum {
   double sum;   // the total is sum * 2^emax
   double emax;
   double kmax;  // largest K met
   bool nan;     // a NaN was met
 };
 
-template <class A, class T, bool KGuard = true, class Get, class Term>
-SMAX_FLATTEN ext_pass1 ext_sum_loop(std::size_t n, T e0, T kfloor, Get&& get, Term&& term) noexcept {
+// Where a NaN input shows in term(v, K)'s result: in K (the loop keeps a
+// running sum of the K to see it), or always in p (no such sum needed).
+enum class nan_shows { in_exponent, in_term };
+
+template <class A, class T, nan_shows Nan = nan_shows::in_exponent, class Get, class Term>
+SMAX_FLATTEN pow2_sum pow2_rescaled_sum(std::size_t n, T e0, T kfloor, Get&& get, Term&& term) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr T slack = T(16);
-  B E(e0), a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0)), kmax(kfloor), ksum(T(0));
+  B E(e0), kmax(kfloor), ksum(T(0));
+  B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
   compensated<A, T> total;
   std::size_t chunks = 0;
-  const auto flush = [&]() {
-    total.add((a0 + a1) + (a2 + a3));
-    a0 = a1 = a2 = a3 = B(T(0));
-    chunks = 0;
-  };
   const auto feed = [&](B v0, B v1, B v2, B v3, std::size_t valid) {
-    B k0, k1, k2, k3;
-    B p0 = term(v0, k0), p1 = term(v1, k1), p2 = term(v2, k2), p3 = term(v3, k3);
+    B k[4];
+    B p[4] = {term(v0, k[0]), term(v1, k[1]), term(v2, k[2]), term(v3, k[3])};
     if (valid < 4 * W) {
       const B idx = lane_index<A, T>();
-      const auto keep = [&](B& p, B& k, std::size_t j) {
-        const auto live = idx < B(static_cast<T>(valid > j * W ? valid - j * W : 0));
-        p = xsimd::select(live, p, B(T(0)));
-        k = xsimd::select(live, k, B(kfloor));
-      };
-      keep(p0, k0, 0);
-      keep(p1, k1, 1);
-      keep(p2, k2, 2);
-      keep(p3, k3, 3);
+#pragma GCC unroll 4
+      for (std::size_t u = 0; u < 4; ++u) {
+        const auto live = idx < B(static_cast<T>(live_lanes(valid, u, W)));
+        p[u] = xsimd::select(live, p[u], B(T(0)));
+        k[u] = xsimd::select(live, k[u], B(kfloor));
+      }
     }
     // A NaN K may be dropped by x86's max (it returns its second operand
     // when either is NaN) and turned into a 0 term by the non-AVX-512 ldexp:
     // a running sum of the K keeps it (|K| < 6000: no overflow; +inf input
     // gives K = +inf, which kmax shows). A term that makes p NaN for NaN
-    // input needs no guard (KGuard = false): the NaN p stays in its lane.
-    if constexpr (KGuard) ksum += (k0 + k1) + (k2 + k3);
-    const B km = xsimd::max(xsimd::max(k0, k1), xsimd::max(k2, k3));
+    // input needs no guard (nan_shows::in_term): the NaN p stays in its lane.
+    if constexpr (Nan == nan_shows::in_exponent) ksum += (k[0] + k[1]) + (k[2] + k[3]);
+    const B km = xsimd::max(xsimd::max(k[0], k[1]), xsimd::max(k[2], k[3]));
     kmax = xsimd::max(kmax, km);
-    const auto moved = km > E + B(slack);
-    if (xsimd::any(moved)) {
-      const B nE = xsimd::select(moved, km, E);
-      const B f = ldexp_small<A, T>(B(T(1)), E - nE);
-      a0 = mul_normal<A, T>(a0, f);
-      a1 = mul_normal<A, T>(a1, f);
-      a2 = mul_normal<A, T>(a2, f);
-      a3 = mul_normal<A, T>(a3, f);
-      total.scale(f);
-      E = nE;
+    move_reference<A, T>(km > E + B(slack), km, E, acc, total,
+                         [](B old, B next) { return ldexp_normal<A, T>(B(T(1)), old - next); });
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) acc[u] += ldexp_normal<A, T>(p[u], k[u] - E);
+    if (++chunks == loop_shape<A>::block_chunks) {
+      drain_into(total, acc);
+      chunks = 0;
     }
-    a0 += ldexp_small<A, T>(p0, k0 - E);
-    a1 += ldexp_small<A, T>(p1, k1 - E);
-    a2 += ldexp_small<A, T>(p2, k2 - E);
-    a3 += ldexp_small<A, T>(p3, k3 - E);
-    if (++chunks == loop_shape<A>::block_chunks) flush();
   };
   std::size_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
@@ -112,12 +101,12 @@ SMAX_FLATTEN ext_pass1 ext_sum_loop(std::size_t n, T e0, T kfloor, Get&& get, Te
     get(i, v0, v1, v2, v3);
     feed(v0, v1, v2, v3, n - i);
   }
-  flush();
-  ext_pass1 r;
+  drain_into(total, acc);
+  pow2_sum r;
   const T em = hmax<A>(E);
   const double raw = total.sum();  // before the rescale flushes far lanes
   const double ks = hsum<A>(ksum);
-  r.sum = total.dot(ldexp_small<A, T>(B(T(1)), E - B(em)));
+  r.sum = total.dot(ldexp_normal<A, T>(B(T(1)), E - B(em)));
   r.emax = em;
   r.kmax = hmax<A>(kmax);
   r.nan = !(raw == raw) || !(ks == ks) || !(r.sum == r.sum);
@@ -183,7 +172,7 @@ struct scaled_extexp {
 
   // The same where clampable, by the clamp at lo instead of the select: K >=
   // kmin - 1, and a clamped term is at most e^-limit of its lane's share,
-  // which ldexp_small flushes (K - E < -2900). NaN stays NaN in p (max
+  // which ldexp_normal flushes (K - E < -2900). NaN stays NaN in p (max
   // keeps its second operand), so no K guard is needed.
   SMAX_INLINE B clamped(B v, B& K) const noexcept {
     v = xsimd::max(lo, v);
@@ -195,7 +184,7 @@ struct scaled_extexp {
 // Whether pass 1's result r is the exact two-pass one (no NaN, max c v in
 // the accepted range, a finite nonzero sum); sets the normalizer sum 2^emax.
 template <class A, class T>
-SMAX_INLINE bool scaled_accept(const ext_pass1& r, double& sum, T& emax) noexcept {
+SMAX_INLINE bool scaled_accept(const pow2_sum& r, double& sum, T& emax) noexcept {
   using E = scaled_extexp<A, T>;
   sum = r.sum;
   emax = static_cast<T>(r.emax);
@@ -209,7 +198,7 @@ SMAX_INLINE T scaled_e0() noexcept {
 }
 
 // Pass 1 of softmax(c v) where ex.clampable (the clamped term), over the
-// chunks that get(i, v) gives (see ext_sum_loop): true if the two-pass
+// chunks that get(i, v) gives (see pow2_rescaled_sum): true if the two-pass
 // result is exact, with the normalizer sum * 2^emax.
 template <class A, class T, class Get>
 SMAX_INLINE bool scaled_pass1_clamped(std::size_t n, const scaled_extexp<A, T>& ex, Get&& get, double& sum,
@@ -220,7 +209,7 @@ SMAX_INLINE bool scaled_pass1_clamped(std::size_t n, const scaled_extexp<A, T>& 
   // reloaded after every store (a vector store may alias anything).
   const E e = ex;
   return scaled_accept<A, T>(
-      ext_sum_loop<A, T, false>(n, scaled_e0<T>(), E::kmin - 1, get, [e](B v, B& K) { return e.clamped(v, K); }), sum,
+      pow2_rescaled_sum<A, T, nan_shows::in_term>(n, scaled_e0<T>(), E::kmin - 1, get, [e](B v, B& K) { return e.clamped(v, K); }), sum,
       emax);
 }
 
@@ -231,7 +220,7 @@ SMAX_INLINE bool scaled_pass1(std::size_t n, const scaled_extexp<A, T>& ex, Get&
   using E = scaled_extexp<A, T>;
   if (ex.clampable) return scaled_pass1_clamped<A, T>(n, ex, get, sum, emax);
   const E e = ex;
-  return scaled_accept<A, T>(ext_sum_loop<A, T>(n, scaled_e0<T>(), E::kmin, get, [e](B v, B& K) { return e(v, K); }),
+  return scaled_accept<A, T>(pow2_rescaled_sum<A, T>(n, scaled_e0<T>(), E::kmin, get, [e](B v, B& K) { return e(v, K); }),
                              sum, emax);
 }
 
@@ -251,7 +240,7 @@ bool scaled_two_pass_sum(const T* x, std::size_t n, const scaled_extexp<A, T>& e
         } else {
           const std::size_t r = n - i;
           const auto part = [&](std::size_t u) {
-            return load_partial<A>(x + i + u * W, r > u * W ? (r - u * W < W ? r - u * W : W) : 0, T(0));
+            return load_partial<A>(x + i + u * W, live_lanes(r, u, W), T(0));
           };
           v0 = part(0);
           v1 = part(1);
@@ -274,7 +263,7 @@ SMAX_INLINE xsimd::batch<T, A> ldexp_or_zero(xsimd::batch<T, A> p, xsimd::batch<
       return _mm512_maskz_scalef_pd(_mm512_cmp_pd_mask(k, cut, _CMP_GE_OQ), p, k);
   }
 #endif
-  return xsimd::select(k < cut, xsimd::batch<T, A>(T(0)), ldexp_small<A, T>(p, k));
+  return xsimd::select(k < cut, xsimd::batch<T, A>(T(0)), ldexp_normal<A, T>(p, k));
 }
 
 // Writes p 2^(K - emax) * scale for p in [0.7, 1.42] without subnormal
@@ -331,26 +320,6 @@ template <class A, class T>
 void scaled_two_pass_write(const T* x, T* y, std::size_t n, const scaled_extexp<A, T>& ex, double sum,
                            T emax) noexcept {
   map<A, staged>(x, y, n, scaled_writer<A, T>(ex, sum, emax));
-}
-
-// Smallest element (NaN if the lanes saw one; +inf for n = 0).
-template <class A, class T>
-T reduce_min(const T* x, std::size_t n) noexcept {
-  using B = xsimd::batch<T, A>;
-  constexpr std::size_t W = B::size;
-  constexpr T inf = std::numeric_limits<T>::infinity();
-  B m0(inf), m1(inf), m2(inf), m3(inf);
-  std::size_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    m0 = xsimd::min(m0, B::load_unaligned(x + i));
-    m1 = xsimd::min(m1, B::load_unaligned(x + i + W));
-    m2 = xsimd::min(m2, B::load_unaligned(x + i + 2 * W));
-    m3 = xsimd::min(m3, B::load_unaligned(x + i + 3 * W));
-  }
-  for (; i + W <= n; i += W) m0 = xsimd::min(m0, B::load_unaligned(x + i));
-  if (i < n) m1 = xsimd::min(m1, load_partial<A>(x + i, n - i, inf));
-  // -hmax(-v): hmax's NaN rule for the minimum.
-  return -hmax<A>(-xsimd::min(xsimd::min(m0, m1), xsimd::min(m2, m3)));
 }
 
 // The special-value rules for softmax(c x) when the extreme element (max

@@ -107,7 +107,7 @@ template <class A, class T>
 void stablemax_robust(const T* x, T* y, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   const stablemax_scan sc = stablemax_special(x, n);
-  if (sc.nan || sc.n_posinf) return softmax_nonfinite(x, y, n, false);  // NaN / +inf share
+  if (sc.nan || sc.n_posinf) return softmax_nonfinite(x, y, n, result_form::probabilities);  // NaN / +inf share
   const T m = reduce_max<A>(x, n);
   if (m == -std::numeric_limits<T>::infinity()) return fill(y, n, T(0));  // all -inf
   with_stable_ratio<A, T>(m, [&](auto ratio) {
@@ -188,7 +188,7 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
     lse = std::log(s);
   } else {
     const stablemax_scan sc = stablemax_special(x, n);
-    if (sc.nan || sc.n_posinf) return softmax_nonfinite(x, y, n, true);
+    if (sc.nan || sc.n_posinf) return softmax_nonfinite(x, y, n, result_form::logs);
     const T m = reduce_max<A>(x, n);
     if (m == -std::numeric_limits<T>::infinity()) return fill(y, n, -std::numeric_limits<T>::infinity());
     double rs = 0;
@@ -209,7 +209,7 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
 // gives NaN everywhere; a +inf in x gives dx = 0 (the limit: the output is
 // saturated); all x = -inf gives dx = 0.
 template <class A, class T, class F>
-SMAX_INLINE void sum2_map(const T* x, const T* dy, std::size_t n, F&& f, double& s1, double& s2) noexcept {
+SMAX_INLINE void sum_and_dot(const T* x, const T* dy, std::size_t n, F&& f, double& s1, double& s2) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t block = 2 * W * loop_shape<A>::block_chunks;
@@ -253,7 +253,7 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
   if (n == 0) return;
   const B one(T(1)), zero(T(0));
   double S, D;
-  sum2_map<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, S, D);
+  sum_and_dot<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, S, D);
   const B half(T(0.5)), two(T(2));
   // dx = s'(x) / S * (dy - mean), mean = D / S, formed as 2 * (h * ...) with
   // h = (dy - mean) / 2 (no overflow: |mean| <= max |dy|) and the small
@@ -262,7 +262,7 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
   // still be a normal number.
   if (S >= Lim::sum_lo && S <= Lim::sum_hi && D - D == 0) {
     const B invS(static_cast<T>(1.0 / S)), mean_half(finite_mean<T>(D / S) * T(0.5));
-    map2<A>(x, dy, dx, n, [&](B v, B g) {
+    map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
       const B h = g * half - mean_half;
       const B sv = div_<A, T>(one, one - v);
       // x < 0: invS before the second s(x): h s(x)^2 alone can underflow
@@ -286,7 +286,7 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
   with_stable_ratio<A, T>(m, [&](auto ratio) {
     double R, DR;
     const B scb(static_cast<T>(scale));
-    sum2_map<A>(x, dy, n, [&](B v) { return ratio(v) * scb; }, R, DR);
+    sum_and_dot<A>(x, dy, n, [&](B v) { return ratio(v) * scb; }, R, DR);
     const B mean_half(finite_mean<T>(DR / R) * T(0.5)), Rb(static_cast<T>(R / scale));
     const B sm(m >= T(0) ? m + T(1) : T(1));
     if (m >= T(0)) {
@@ -294,7 +294,7 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
       // divisions one at a time: r itself is subnormal (precision lost) when
       // s(m) is near the largest T (found by fuzz_variants: m = DBL_MAX,
       // x = -1.6e6 lost 3 digits).
-      map2<A>(x, dy, dx, n, [&](B v, B g) {
+      map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
         const B h = g * half - mean_half;
         const B pos = div_<A, T>(div_<A, T>(h, sm), Rb);
         const B w = one - v;
@@ -304,7 +304,7 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
     } else {
       // Every x < 0: r = (1 - m) / (1 - x) is in (0, 1], never subnormal
       // unless the result is negligible.
-      map2<A>(x, dy, dx, n, [&](B v, B g) {
+      map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
         const B h = g * half - mean_half;
         return div_<A, T>(ratio(v) * div_<A, T>(h, one - v), Rb) * two;
       });
