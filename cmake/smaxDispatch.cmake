@@ -7,6 +7,7 @@
 #
 #   x86-64:  avx512 (-mavx512f), avx2 (-mavx2 -mfma -mf16c), sse2
 #   aarch64: neon
+# (the list and the flags: smax_dispatch_isas below)
 #
 # The dispatcher's objects come first on the link line so that any inline
 # function shared by several of these TUs resolves to the baseline copy.
@@ -17,6 +18,34 @@
 # build (about two CPU minutes each at -O2).
 
 set(SMAX_DISPATCH_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/../src" CACHE INTERNAL "")
+
+# smax_dispatch_isas(<prefix>): the one list of the run-time dispatch's ISAs
+# for this target processor, baseline first, as <prefix>_ISAS, and each
+# one's compile options as <prefix>_FLAGS_<isa> (the dispatch TUs, the
+# tests' per-ISA probes and the bench's per-ISA files all take them here).
+# The C++ side of the list is SMAX_ISAS in include/smax/detail/dispatch.hpp.
+function(smax_dispatch_isas prefix)
+  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$")
+    set(isas sse2 avx2 avx512)
+    set(flags_sse2 "-msse2")
+    set(flags_avx2 "-mavx2;-mfma;-mf16c")
+    set(flags_avx512 "-mavx512f")
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      # g++ 12 warns falsely about _mm512_undefined_ps() inside
+      # avx512fintrin.h (used by xsimd); silenced for these TUs only.
+      list(APPEND flags_avx512 -Wno-maybe-uninitialized -Wno-uninitialized)
+    endif()
+  elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+    set(isas neon)
+    set(flags_neon "")
+  else()
+    message(FATAL_ERROR "smax: no dispatch ISA list for ${CMAKE_SYSTEM_PROCESSOR}")
+  endif()
+  set(${prefix}_ISAS ${isas} PARENT_SCOPE)
+  foreach(isa IN LISTS isas)
+    set(${prefix}_FLAGS_${isa} "${flags_${isa}}" PARENT_SCOPE)
+  endforeach()
+endfunction()
 
 function(smax_add_dynamic_dispatch target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "OBJECTS_FROM" "")
@@ -35,17 +64,7 @@ function(smax_add_dynamic_dispatch target)
     set_property(TARGET ${target} APPEND PROPERTY SMAX_DISPATCH_OBJECT_LIBRARIES ${objs})
     return()
   endif()
-  if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$")
-    set(isas sse2 avx2 avx512)
-    set(flags_sse2 "-msse2")
-    set(flags_avx2 "-mavx2;-mfma;-mf16c")
-    set(flags_avx512 "-mavx512f")
-  elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
-    set(isas neon)
-    set(flags_neon "")
-  else()
-    message(FATAL_ERROR "smax_add_dynamic_dispatch: no ISA list for ${CMAKE_SYSTEM_PROCESSOR}")
-  endif()
+  smax_dispatch_isas(_smax)
 
   get_target_property(pic ${target} POSITION_INDEPENDENT_CODE)
   get_target_property(type ${target} TYPE)
@@ -56,17 +75,12 @@ function(smax_add_dynamic_dispatch target)
   set(objs ${target}_smax_dispatcher)
   add_library(${target}_smax_dispatcher OBJECT "${SMAX_DISPATCH_SOURCE_DIR}/smax_dynamic.cpp")
   target_link_libraries(${target}_smax_dispatcher PRIVATE smax::smax)
-  foreach(isa IN LISTS isas)
+  foreach(isa IN LISTS _smax_ISAS)
     set(obj ${target}_smax_${isa})
     add_library(${obj} OBJECT "${SMAX_DISPATCH_SOURCE_DIR}/smax_dynamic_isa.cpp")
     target_link_libraries(${obj} PRIVATE smax::smax)
     target_compile_definitions(${obj} PRIVATE SMAX_DYNAMIC_ISA=${isa})
-    target_compile_options(${obj} PRIVATE ${flags_${isa}})
-    if(isa STREQUAL "avx512" AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-      # g++ 12 warns falsely about _mm512_undefined_ps() inside
-      # avx512fintrin.h (used by xsimd); silenced for this TU only.
-      target_compile_options(${obj} PRIVATE -Wno-maybe-uninitialized -Wno-uninitialized)
-    endif()
+    target_compile_options(${obj} PRIVATE ${_smax_FLAGS_${isa}})
     list(APPEND objs ${obj})
   endforeach()
   foreach(obj IN LISTS objs)

@@ -1,5 +1,6 @@
 # ctest -P script: checks that SMAX_ISA=<ISA> makes smax_example_dynamic run
-# <ISA>. Arguments: ISA, EXAMPLE, TESTS (smax_tests, asked which ISAs this CPU
+# <ISA>. Arguments: ISA, KNOWN (the dispatch's ISAs, "|"-separated:
+# smax_dispatch_isas), EXAMPLE, TESTS (smax_tests, asked which ISAs this CPU
 # has), EMULATOR ("|"-separated command prefix, empty natively).
 #   ISA the CPU has        -> the example must print "isa = <ISA>,"
 #   ISA compiled in, absent -> prints "SKIPPED: ..." (the test's skip regex)
@@ -16,7 +17,7 @@ string(STRIP "${CMAKE_MATCH_1}" supported)
 string(REPLACE " " ";" supported "${supported}")
 list(GET supported 0 best)
 
-set(known sse2 avx2 avx512 neon)
+string(REPLACE "|" ";" known "${KNOWN}")
 if(ISA IN_LIST supported)
   set(expect ${ISA})
 elseif(ISA IN_LIST known)
