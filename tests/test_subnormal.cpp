@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "common.hpp"
+#include "registry.hpp"
 
 #if defined(__SSE2__)
 #include <pmmintrin.h>
@@ -80,6 +81,11 @@ std::vector<std::pair<std::string, kernel_fn<T>>> kernels() {
     d::log_softmax_backward(ly.data(), dy.data(), o.data(), x.size());
   });
   k.emplace_back("sparsemax", [](const V& x, const V&, const V&, V& o) { d::sparsemax(x.data(), o.data(), x.size()); });
+  k.emplace_back("sparsemax_backward", [](const V& x, const V&, const V& dy, V& o) {
+    V e(x.size());
+    d::sparsemax(x.data(), e.data(), x.size());
+    d::sparsemax_backward(e.data(), dy.data(), o.data(), x.size());
+  });
   k.emplace_back("entmax15", [](const V& x, const V&, const V&, V& o) { d::entmax15(x.data(), o.data(), x.size()); });
   k.emplace_back("entmax_bisect(1.25)",
                  [](const V& x, const V&, const V&, V& o) { d::entmax_bisect(x.data(), o.data(), x.size(), T(1.25)); });
@@ -103,6 +109,7 @@ std::vector<std::pair<std::string, kernel_fn<T>>> kernels() {
   k.emplace_back("ssmax", [](const V& x, const V&, const V&, V& o) { d::ssmax(x.data(), o.data(), x.size(), T(0.3)); });
   k.emplace_back("gumbel_softmax",
                  [](const V& x, const V&, const V&, V& o) { d::gumbel_softmax(x.data(), o.data(), x.size(), T(0.5), 11); });
+  k.emplace_back("gumbel_noise", [](const V& x, const V&, const V&, V& o) { d::gumbel_noise(o.data(), x.size(), 11, 3); });
   // Attention options and losses (attention.hpp, losses.hpp): the scalar
   // results go to o[0].
   const auto opts = [](const V& x) {
@@ -124,10 +131,13 @@ std::vector<std::pair<std::string, kernel_fn<T>>> kernels() {
     d::softmax(x.data(), p.data(), x.size(), opts(x));
     d::softmax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), opts(x));
   });
-  k.emplace_back("logsumexp, cross_entropy", [](const V& x, const V&, const V&, V& o) {
+  k.emplace_back("logsumexp", [](const V& x, const V&, const V&, V& o) {
     std::fill(o.begin(), o.end(), T(0));
     o[0] = static_cast<T>(d::logsumexp(x.data(), x.size()));
-    o[1] = static_cast<T>(d::cross_entropy(x.data(), x.size(), x.size() / 3, 0.1f));
+  });
+  k.emplace_back("cross_entropy", [](const V& x, const V&, const V&, V& o) {
+    std::fill(o.begin(), o.end(), T(0));
+    o[0] = static_cast<T>(d::cross_entropy(x.data(), x.size(), x.size() / 3, 0.1f));
   });
   k.emplace_back("cross_entropy_backward", [](const V& x, const V&, const V&, V& o) {
     d::cross_entropy_backward(x.data(), x.size(), x.size() / 3, 0.5, o.data(), 0.1f);
@@ -163,10 +173,7 @@ std::vector<std::pair<std::string, kernel_fn<T>>> kernels() {
                      d::sa_softmax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), norm);
                    });
   }
-  smax::multimax_params mm;  // test_seeds' first set: both orders, both sides
-  const double mr[4] = {-0.5, 0.8, -1.5, 2.0}, mt[4] = {0.3, -0.2, 0.05, 0.02};
-  std::copy(mr, mr + 4, mm.ranges);
-  std::copy(mt, mt + 4, mm.ts);
+  const smax::multimax_params mm = smax_test::some_multimax_params();
   k.emplace_back("multimax", [mm](const V& x, const V&, const V&, V& o) {
     d::multimax(x.data(), o.data(), x.size(), mm);
   });
@@ -237,6 +244,14 @@ void check_all() {
 }
 
 }  // namespace
+
+TEST_CASE("the subnormal table calls every registered function", "[subnormal][registry]") {
+  std::vector<std::string> entries;
+  for (const auto& kv : kernels<float>()) entries.push_back(kv.first);
+  const auto missing = smax_test::uncovered(smax_test::registered_functions(), entries);
+  for (const auto& m : missing) UNSCOPED_INFO("not in kernels() of tests/test_subnormal.cpp: " << m);
+  CHECK(missing.empty());
+}
 
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (float)", "[subnormal]") { check_all<float>(); }
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (double)", "[subnormal]") { check_all<double>(); }
