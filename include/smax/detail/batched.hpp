@@ -57,11 +57,9 @@ constexpr std::size_t block_elems = std::size_t(1) << 16;
 constexpr std::size_t task_elems = std::size_t(1) << 16;
 // A long row's blocks go to the executor in runs of consecutive blocks, at
 // most this many per task (fewer when that would leave under four tasks per
-// thread). One 64M-float row on 2 threads (Zen 5, AVX-512), 7 paired runs
-// of 9 calls each: tasks of 16 blocks ran 7-11% faster than tasks of one
-// block (medians 0.226-0.321 against 0.249-0.345 ns per element), 8, 32 and
-// 64 blocks in between; a thread then streams 4 MiB in a row and fences
-// once per task. The bits do not depend on it (blocks are merged in order).
+// thread): a thread streams 4 MiB in a row and fences once per task
+// (docs/tuning.md, "Long rows"). The bits do not depend on it (blocks are
+// merged in order).
 constexpr std::size_t max_blocks_per_task = 16;
 
 // Calls f(b) for every block b < nb on the executor, consecutive blocks per

@@ -37,10 +37,7 @@ namespace detail {
 // the out-of-order core to overlap); `block_chunks` iterations between
 // flushes of the inner accumulators into the compensated total (each inner
 // lane then adds at most block_chunks terms before a compensated add).
-// Measured with smax_bench (bench/): on Zen 5 the exp-heavy passes
-// are bound by the FMA pipes, so more than 4 vectors in flight gains nothing
-// with 16 AVX-512 lanes, while 8- and 4-lane ISAs still hide more latency
-// with more independent vectors.
+// Why 4: docs/tuning.md, "Loop shape".
 template <class A, class = void>
 struct loop_shape {
   static constexpr std::size_t unroll = 4;
@@ -51,30 +48,16 @@ struct loop_shape {
 // (streaming) stores where the ISA has them (x86): an output this large is
 // not in cache when the caller reads it anyway, and streaming saves the
 // read-for-ownership of every line (a two-pass softmax then moves 3 units of
-// traffic per element instead of 4, the gain Skylake-X shows). 16 MiB, from
-// smax_bench's roofline/rw2_store vs roofline/rw2_stream on Zen 5: with a
-// 4 MiB output streaming is 20% slower (the output would still have been in
-// L3), at 16 MiB the two are even, beyond it they stay even there (Zen 5
-// hides the read-for-ownership) and streaming wins where the core cannot.
+// traffic per element instead of 4). Why 16 MiB: docs/tuning.md,
+// "Streaming stores".
 constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
 
 // map's `Staged` form, for a kernel whose per-element work is one exp: on
 // AVX-512 a streamed output is then produced in chunks of
 // this many bytes, the kernel's values for one chunk going to a buffer in L1
-// and then out with back-to-back streaming stores. Measured on Zen 5 (64M
-// floats, paired in one binary, 11 runs): the write pass of the two-pass
-// softmax, streaming each vector as it is computed, took 0.34-0.36 ns per
-// element, about the streaming copy's 0.21 plus the exp's own 0.11 in L2
-// (the computation did not overlap the memory traffic); staged in 1 KiB
-// chunks, 0.27-0.28 (256 B and 2 KiB: 0.29-0.30, 4 KiB: 0.32; software
-// prefetch of x on top: no change). The whole two-pass softmax went from
-// 0.48-0.50 to 0.41-0.42 ns per element. It pays where the computation
-// and the memory traffic take about as long; not used where either
-// dominates: light kernels (the copy itself went from 0.20 to 0.22, reload's
-// scaling pass lost 10%), kernels bound by their own arithmetic (softpick's
-// write pass, log_stablemax's log, entmax's pow: even or 1-3% slower), and
-// AVX2 and SSE2, whose exp is twice (four times) as costly per element
-// (no gain, up to 10% loss).
+// and then out with back-to-back streaming stores, so that the computation
+// overlaps the memory traffic; for exp-per-element kernels on AVX-512 only.
+// The measurements: docs/tuning.md, "Staged streaming".
 constexpr std::size_t stream_chunk_bytes = 1024;
 constexpr bool staged = true;
 
@@ -86,9 +69,7 @@ template <class A>
 constexpr bool is_x86_sse2_v = std::is_base_of<xsimd::sse2, A>::value;
 
 // Software prefetch in the out-of-cache read passes: one prefetcht1 (into
-// L2) per cache line, this many bytes ahead of the loads. On the Intel Xeon
-// (Sapphire/Emerald Rapids) 64M-float two_pass took 0.79-0.83x the time with
-// it; on Zen 5 an earlier prefetch of x measured no change (docs/tuning.md,
+// L2) per cache line, this many bytes ahead of the loads (docs/tuning.md,
 // "Prefetch"). x86 only.
 template <class A>
 constexpr std::size_t prefetch_bytes = (is_x86_sse2_v<A> || is_x86_avx_v<A> || is_x86_avx512_v<A>) ? 4096 : 0;
@@ -557,8 +538,8 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& t
   constexpr std::size_t U = loop_shape<A>::unroll;
   constexpr std::size_t block = U * W * loop_shape<A>::block_chunks;
   // A local object (its address never escapes): the compiler knows that
-  // its stores do not alias x or the sums (through a pointer parameter,
-  // the misaligned streaming path ran 30-50% slower).
+  // its stores do not alias x or the sums (a pointer parameter cost the
+  // misaligned streaming path 30-50%).
   struct none {
     none(T*, std::size_t) noexcept {}
     void put(xsimd::batch<T, A>) noexcept {}
@@ -635,11 +616,8 @@ SMAX_FLATTEN double sum_map(const T* x, T* y, std::size_t n, F&& f) noexcept {
   if (y && stream_output<A>(y, n, head)) {
     // The lanes of the sum follow x either way, so y's alignment changes no
     // bit. An aligned y is streamed to directly; a misaligned one goes
-    // through stream_writer, which costs three-pass reload at 64M floats
-    // about 10% on every ISA (paired runs: AVX-512 0.70 -> 0.77 ns per
-    // element, AVX2 0.78 -> 0.86, SSE2 1.09 -> 1.23). Before, a misaligned
-    // y peeled its head and the sum's lanes followed y: its last bits
-    // depended on y's address.
+    // through stream_writer (about 10% slower: docs/tuning.md, "Streaming
+    // stores").
     if (head == 0) {
       sum_map_impl::run<A, sum_map_impl::sink::stream_aligned>(x, y, n, f, total, 0);
       stream_fence<A>();

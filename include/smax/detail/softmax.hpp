@@ -324,11 +324,8 @@ void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
 // `automatic`: three-pass reload while the input fits in cache (one exp per
 // element; its five passes over the data then cost little), two-pass from
 // this many bytes of input (two reads and one write from DRAM, but two exps
-// per element). Measured with smax_bench (bench/bench_softmax.cpp; Zen 5, float):
-// two-pass / reload = 0.96 at 2 MiB and 1.13 at 4 MiB with AVX-512, 0.75 at
-// 4 MiB and 1.11 at 8 MiB with AVX2. SSE2 (4 lanes, no FMA) is bound by the
-// exp everywhere, 256 MiB included, so reload, with half the exps, always
-// wins there; the same is assumed for the other 4-lane ISAs (NEON).
+// per element). The crossings: docs/tuning.md, "automatic's threshold";
+// 4-lane ISAs (SSE2, NEON) are bound by the exp at every size: reload.
 template <class A>
 constexpr std::size_t automatic_two_pass_bytes =
     is_avx512_v<A> ? (std::size_t(4) << 20)
