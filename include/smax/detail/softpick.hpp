@@ -241,6 +241,108 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
 // eps e^M in the unshifted form relu(e^x - 1) / (sum |e^x - 1| + eps e^M));
 // at x_k = 0 the subgradient 0 is used for |a_k|. -inf entries get 0. NaN
 // in x gives NaN everywhere; +inf in x gives 0 everywhere (the limit).
+// The first k with x[k] == m (n if none): dx may alias x, so the callers
+// locate it before anything is written.
+template <class T>
+std::size_t first_index_of(const T* x, std::size_t n, T m) noexcept {
+  std::size_t k = 0;
+  while (k < n && !(x[k] == m)) ++k;
+  return k;
+}
+
+// One vector of softpick's gradient from e = e^(x - M) / D (the
+// argmax term apart): e (dy - dot) for x > 0, e dot for x < 0, 0 at 0.
+// Where dy - dot overflows and the result need not, e dy - e dot (found by
+// fuzz_variants: dy = -DBL_MAX, dot = 0.6 DBL_MAX, e = 1/15).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> softpick_gradient(xsimd::batch<T, A> v, xsimd::batch<T, A> g, xsimd::batch<T, A> e,
+                                                 double dot) noexcept {
+  using B = xsimd::batch<T, A>;
+  const B zero(T(0));
+  const B gd(finite_mean<T>(dot));
+  // (e lanes whose products could fall below the normal range are 0)
+  e = keep_if_normal_product<A, T>(e, xsimd::max(xsimd::abs(g), xsimd::abs(gd)));
+  const B ed = e * gd, h = g - gd;
+  const B pos = xsimd::select(xsimd::abs(h) < B(std::numeric_limits<T>::infinity()), e * h, xsimd::fms(e, g, ed));
+  return xsimd::select(v > zero, pos, xsimd::select(v < zero, ed, zero));
+}
+
+// Degenerate denominators (every |x| below 2^-100): the gradient in the wide
+// type, one element at a time.
+template <class T>
+void softpick_backward_wide(const T* x, const T* dy, T* dx, std::size_t n, T eps, T m, double dot) noexcept {
+  using Wd = softpick_wide_t<T>;
+  Wd s = 0, mw = m;
+  const Wd M = mw > 0 ? mw : Wd(0);
+  for (std::size_t i = 0; i < n; ++i)
+    if (x[i] != -std::numeric_limits<T>::infinity()) s += std::fabs(std::exp(-M) * std::expm1(Wd(x[i])));
+  const Wd D = s + eps;
+  const std::size_t k = m > T(0) ? first_index_of(x, n, m) : n;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Wd e = D > 0 ? std::exp(Wd(x[i]) - M) / D : Wd(0);
+    const Wd h = x[i] > 0 ? Wd(dy[i]) - Wd(dot) : (x[i] < 0 ? Wd(dot) : Wd(0));
+    dx[i] = static_cast<T>(e * h - (i == k && D > 0 ? Wd(eps) * Wd(dot) / D : Wd(0)));
+  }
+}
+
+// The two-pass regime (pass 1 gave sum 2^Emax and m): e^(x - M) / D =
+// e^x 2^-Emax / den = p 2^(K - Emax) / den.
+template <class A, class T>
+void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std::size_t n, T eps, double dot, double sum, T emax,
+                                T m) noexcept {
+  using B = xsimd::batch<T, A>;
+  const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
+  const double inv = 1.0 / den;
+  if (den == 0 || !(inv <= softpick_inv_max)) return softpick_backward_wide(x, dy, dx, n, eps, m, dot);
+  const std::size_t k = m > T(0) ? first_index_of(x, n, m) : n;
+  const scale_normal<A, T> invb(static_cast<T>(inv));
+  const B eb(emax), zero(T(0));
+  const B floor(-single_pass_limits<T>::limit);
+  // Where 2^(K - Emax) is near or below the bottom of the normal range, e
+  // alone would underflow although e dot may not (dy near the largest T:
+  // found by fuzz_variants, float, x - M = -94, dot ~ 1e35): those lanes
+  // form e 2^sh with K - Emax + sh = deep (normal, and small enough that
+  // the products cannot overflow), combine, then scale by 2^-sh. The
+  // other lanes are unchanged.
+  const B deep(T(std::numeric_limits<T>::min_exponent + 24));
+  map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
+    B p, K;
+    extexp<A, T>(xsimd::max(floor, v), p, K);
+    const auto low = (K - eb) < deep;
+    const B sh = xsimd::select(low, deep - (K - eb), zero);
+    const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, invb(ldexp_normal<A, T>(p, K - eb + sh)));
+    const B r = softpick_gradient<A, T>(v, g, e, dot);
+    return xsimd::any(low) ? xsimd::select(low, ldexp_flush<A, T>(r, -sh), r) : r;
+  });
+  if (k < n) {
+    const double term = static_cast<double>(eps) * softpick_eM_scaled(emax, m) * inv * dot;
+    dx[k] = static_cast<T>(static_cast<double>(dx[k]) - term);
+  }
+}
+
+// Pass 1 refused: NaN, +inf, or a max beyond the single-pass range.
+template <class A, class T>
+void softpick_backward_nonfinite(const T* x, const T* dy, T* dx, std::size_t n, T eps, double dot, T m) noexcept {
+  using B = xsimd::batch<T, A>;
+  bool nan = false;
+  std::size_t posinf = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    nan |= (x[i] != x[i]);
+    posinf += (x[i] == std::numeric_limits<T>::infinity());
+  }
+  if (nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
+  if (posinf) return fill(dx, n, T(0));
+  // Max beyond the range (so > 0): e^(-M) is 0 in T, D = sum e^(x - M) + eps.
+  const std::size_t k = first_index_of(x, n, m);
+  with_shifted_exp<A>(m, [&](auto ex) {
+    const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
+    const double den = s + static_cast<double>(eps);
+    const scale_normal<A, T> invb(static_cast<T>(1.0 / den));
+    map_pairs<A>(x, dy, dx, n, [&](B v, B g) { return softpick_gradient<A, T>(v, g, invb(ex(v)), dot); });
+    if (k < n) dx[k] = static_cast<T>(static_cast<double>(dx[k]) - static_cast<double>(eps) / den * dot);
+  });
+}
+
 template <class A, class T>
 void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T eps) noexcept {
   using B = xsimd::batch<T, A>;
@@ -248,90 +350,8 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
   const double dot = sum_of_pairs<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); });
   double sum;
   T emax, m;
-  // dx may alias x: locate the first argmax before anything is written.
-  const auto first_argmax = [&]() {
-    std::size_t k = 0;
-    while (k < n && !(x[k] == m)) ++k;
-    return k;
-  };
-  const B zero(T(0));
-  const auto combine = [&](B v, B g, B e) {
-    // e = e^(x - M) / D. For x > 0, e (dy - dot), or e dy - e dot where
-    // dy - dot overflows and the result need not (found by fuzz_variants:
-    // dy = -DBL_MAX, dot = 0.6 DBL_MAX, e = 1/15).
-    const B gd(finite_mean<T>(dot));
-    // (e lanes whose products could fall below the normal range are 0)
-    e = keep_if_normal_product<A, T>(e, xsimd::max(xsimd::abs(g), xsimd::abs(gd)));
-    const B ed = e * gd, h = g - gd;
-    const B pos = xsimd::select(xsimd::abs(h) < B(std::numeric_limits<T>::infinity()), e * h, xsimd::fms(e, g, ed));
-    return xsimd::select(v > zero, pos, xsimd::select(v < zero, ed, zero));
-  };
-  if (softpick_pass1<A>(x, n, sum, emax, m)) {
-    const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
-    const double inv = 1.0 / den;
-    if (den == 0 || !(inv <= softpick_inv_max)) {
-      // Degenerate denominators (every |x| below 2^-100): the gradient in
-      // the wide type, one element at a time.
-      using Wd = softpick_wide_t<T>;
-      Wd s = 0, mw = m;
-      const Wd M = mw > 0 ? mw : Wd(0);
-      for (std::size_t i = 0; i < n; ++i)
-        if (x[i] != -std::numeric_limits<T>::infinity()) s += std::fabs(std::exp(-M) * std::expm1(Wd(x[i])));
-      const Wd D = s + eps;
-      const std::size_t k = m > T(0) ? first_argmax() : n;
-      for (std::size_t i = 0; i < n; ++i) {
-        const Wd e = D > 0 ? std::exp(Wd(x[i]) - M) / D : Wd(0);
-        const Wd h = x[i] > 0 ? Wd(dy[i]) - Wd(dot) : (x[i] < 0 ? Wd(dot) : Wd(0));
-        dx[i] = static_cast<T>(e * h - (i == k && D > 0 ? Wd(eps) * Wd(dot) / D : Wd(0)));
-      }
-      return;
-    }
-    const std::size_t k = m > T(0) ? first_argmax() : n;
-    // e^(x - M) / D = e^x 2^-Emax / den = p 2^(K - Emax) * inv.
-    const scale_normal<A, T> invb(static_cast<T>(inv));
-    const B eb(emax);
-    const B floor(-single_pass_limits<T>::limit);
-    // Where 2^(K - Emax) is near or below the bottom of the normal range, e
-    // alone would underflow although e dot may not (dy near the largest T:
-    // found by fuzz_variants, float, x - M = -94, dot ~ 1e35): those lanes
-    // form e 2^sh with K - Emax + sh = deep (normal, and small enough that
-    // the products cannot overflow), combine, then scale by 2^-sh. The
-    // other lanes are unchanged.
-    const B deep(T(std::numeric_limits<T>::min_exponent + 24));
-    map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
-      B p, K;
-      extexp<A, T>(xsimd::max(floor, v), p, K);
-      const auto low = (K - eb) < deep;
-      const B sh = xsimd::select(low, deep - (K - eb), zero);
-      const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, invb(ldexp_normal<A, T>(p, K - eb + sh)));
-      const B r = combine(v, g, e);
-      return xsimd::any(low) ? xsimd::select(low, ldexp_flush<A, T>(r, -sh), r) : r;
-    });
-    if (k < n) {
-      const double term = static_cast<double>(eps) * softpick_eM_scaled(emax, m) * inv * dot;
-      dx[k] = static_cast<T>(static_cast<double>(dx[k]) - term);
-    }
-    return;
-  }
-  {
-    bool nan = false;
-    std::size_t posinf = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      nan |= (x[i] != x[i]);
-      posinf += (x[i] == std::numeric_limits<T>::infinity());
-    }
-    if (nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
-    if (posinf) return fill(dx, n, T(0));
-    // Max beyond the range (so > 0): e^(-M) is 0 in T, D = sum e^(x - M) + eps.
-    const std::size_t k = first_argmax();
-    with_shifted_exp<A>(m, [&](auto ex) {
-      const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
-      const double den = s + static_cast<double>(eps);
-      const scale_normal<A, T> invb(static_cast<T>(1.0 / den));
-      map_pairs<A>(x, dy, dx, n, [&](B v, B g) { return combine(v, g, invb(ex(v))); });
-      if (k < n) dx[k] = static_cast<T>(static_cast<double>(dx[k]) - static_cast<double>(eps) / den * dot);
-    });
-  }
+  if (softpick_pass1<A>(x, n, sum, emax, m)) return softpick_backward_two_pass<A>(x, dy, dx, n, eps, dot, sum, emax, m);
+  softpick_backward_nonfinite<A>(x, dy, dx, n, eps, dot, m);
 }
 
 }  // namespace detail

@@ -348,6 +348,68 @@ std::size_t filter_pass(T* b, std::size_t k, double m, double lo, double hi, Sta
   return j;
 }
 
+// The entries known to be in the support (sparse_threshold's pivot steps):
+// their count and sum (d - R), sum (d - R)^2 about a reference R, every such
+// d >= R > t*.
+struct known_support {
+  double count = 0, s1 = 0, s2 = 0, R = 0;
+};
+
+// sparse_threshold's pivot step on v: if G(v) >= P^P, v is a lower bound of
+// the root and t (and the cut) rise to v or Newton's step from it, whichever
+// is larger; otherwise every entry >= v is in the support: its moments join
+// `known` (re-expressed relative to R = v) and it leaves b. Returns the
+// candidates left; counts its passes.
+template <class A, int P, class T>
+std::size_t sparse_pivot(T* b, std::size_t k, double m, double v, double& t, double& cut, known_support& known,
+                         int& pass_count) noexcept {
+  using B = xsimd::batch<double, A>;
+  constexpr double target = P == 1 ? 1.0 : 4.0;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  B cg(0.0), cge(0.0), q1(0.0), q2(0.0);
+  compensated<A, double> q1c, q2c;
+  const B vv(v);
+  ++pass_count;
+  filter_pass<A>(
+      b, k, m, -inf, inf,
+      [&](B d, auto keep) {
+        const auto ge = keep & (d >= vv);
+        const B e = d - vv;
+        cg += xsimd::select(keep & (d > vv), B(1.0), B(0.0));
+        cge += xsimd::select(ge, B(1.0), B(0.0));
+        q1 += xsimd::select(ge, e, B(0.0));
+        if (P == 2) q2 += xsimd::select(ge, e * e, B(0.0));
+      },
+      [&] {
+        q1c.add(q1);
+        q2c.add(q2);
+        q1 = q2 = B(0.0);
+      });
+  double Cg = hsum<A>(cg), Q1 = hsum<A>(q1c.value()), Q2 = hsum<A>(q2c.value());
+  const double Cge = hsum<A>(cge);
+  const double kc = known.count, k1 = known.s1, k2 = known.s2;
+  const double g = kc > 0 ? known.R - v : 0.0;  // known entries are >= R > v
+  const double G = P == 1 ? Q1 + k1 + kc * g : Q2 + k2 + 2 * g * k1 + kc * g * g;
+  if (G >= target) {
+    // v is a lower bound; Newton from it is a better one.
+    Cg += kc;
+    Q1 += k1 + kc * g;
+    const double nv = v + (P == 1 ? (G - 1.0) / Cg : (G - 4.0) / (2.0 * Q1));
+    t = std::max(t, std::max(v, nv));
+    cut = t;
+    return k;
+  }
+  // v > t*: every entry >= v is in the support.
+  known.s2 += 2 * g * k1 + kc * g * g;
+  known.s1 += kc * g;
+  known.s1 += Q1;
+  known.s2 += Q2;
+  known.count += Cge;
+  known.R = v;
+  ++pass_count;
+  return filter_pass<A>(b, k, m, -inf, v, [](B, auto) {}, [] {});
+}
+
 // The threshold t of sparsemax (P = 1) and 1.5-entmax (P = 2) on the
 // candidates b[0..k) (destroyed): the root of
 //     G(t) = sum_i (d_i - t)_+^P = P^P     (sparsemax: 1, 1.5-entmax: 4),
@@ -372,13 +434,11 @@ std::size_t filter_pass(T* b, std::size_t k, double m, double lo, double hi, Sta
 template <class A, int P, class T>
 double sparse_threshold(T* b, std::size_t k, double m, int* passes = nullptr) noexcept {
   using B = xsimd::batch<double, A>;
-  constexpr double target = P == 1 ? 1.0 : 4.0;
   constexpr double inf = std::numeric_limits<double>::infinity();
   double t = -static_cast<double>(P);  // the max alone gives G(-P) = P^P
   double cut = t;                      // entries d <= cut are out
   bool refining = false;
-  // Known support: count, sum (d - R), sum (d - R)^2, every such d >= R > t*.
-  double kc = 0, k1 = 0, k2 = 0, R = 0;
+  known_support known;
   std::uint64_t rng = 0x9E3779B97F4A7C15ull;
   const auto random_index = [&](std::size_t size) {
     rng ^= rng << 13;
@@ -416,11 +476,11 @@ double sparse_threshold(T* b, std::size_t k, double m, int* passes = nullptr) no
         });
     double cnt = hsum<A>(c), S1 = hsum<A>(s1c.value()), S2 = hsum<A>(s2c.value());
     const double mine = -hmax<A>(-mn);  // +inf when nothing is left
-    if (kc > 0) {
-      const double g = R - t;  // > 0
-      cnt += kc;
-      S2 += k2 + 2 * g * k1 + kc * g * g;
-      S1 += k1 + kc * g;
+    if (known.count > 0) {
+      const double g = known.R - t;  // > 0
+      cnt += known.count;
+      S2 += known.s2 + 2 * g * known.s1 + known.count * g * g;
+      S1 += known.s1 + known.count * g;
     }
     if (!(cnt > 0)) return t;
     // Closed form assuming the support is exactly what is left.
@@ -431,7 +491,7 @@ double sparse_threshold(T* b, std::size_t k, double m, int* passes = nullptr) no
       const double F = S2 - 4.0, disc = S1 * S1 - cnt * F;
       w = disc >= 0 ? F / (S1 + std::sqrt(disc)) : std::numeric_limits<double>::quiet_NaN();
     }
-    if (w <= mine && (kc == 0 || t + w < R)) {
+    if (w <= mine && (known.count == 0 || t + w < known.R)) {
       if (refining) return t + w;
       cut = t;  // the same entries, measured from the new t
       t += w;
@@ -451,48 +511,7 @@ double sparse_threshold(T* b, std::size_t k, double m, int* passes = nullptr) no
       const auto at = [&](std::size_t idx) { return static_cast<double>(b[idx]) - m; };
       const double p0 = at(random_index(k)), p1 = at(random_index(k)), p2 = at(random_index(k));
       const double v = std::max(std::min(p0, p1), std::min(std::max(p0, p1), p2));
-      B cg(0.0), cge(0.0), q1(0.0), q2(0.0);
-      compensated<A, double> q1c, q2c;
-      const B vv(v);
-      ++pass_count;
-      filter_pass<A>(
-          b, k, m, -inf, inf,
-          [&](B d, auto keep) {
-            const auto ge = keep & (d >= vv);
-            const B e = d - vv;
-            cg += xsimd::select(keep & (d > vv), B(1.0), B(0.0));
-            cge += xsimd::select(ge, B(1.0), B(0.0));
-            q1 += xsimd::select(ge, e, B(0.0));
-            if (P == 2) q2 += xsimd::select(ge, e * e, B(0.0));
-          },
-          [&] {
-            q1c.add(q1);
-            q2c.add(q2);
-            q1 = q2 = B(0.0);
-          });
-      double Cg = hsum<A>(cg), Q1 = hsum<A>(q1c.value()), Q2 = hsum<A>(q2c.value());
-      const double Cge = hsum<A>(cge);
-      const double g = kc > 0 ? R - v : 0.0;  // known entries are >= R > v
-      const double G = P == 1 ? Q1 + k1 + kc * g : Q2 + k2 + 2 * g * k1 + kc * g * g;
-      if (G >= target) {
-        // v is a lower bound; Newton from it is a better one.
-        Cg += kc;
-        Q1 += k1 + kc * g;
-        const double nv = v + (P == 1 ? (G - 1.0) / Cg : (G - 4.0) / (2.0 * Q1));
-        t = std::max(t, std::max(v, nv));
-        cut = t;
-      } else {
-        // v > t*: every entry >= v is in the support; move them to the
-        // known moments, re-expressed relative to R = v.
-        k2 += 2 * g * k1 + kc * g * g;
-        k1 += kc * g;
-        k1 += Q1;
-        k2 += Q2;
-        kc += Cge;
-        R = v;
-        ++pass_count;
-        k = filter_pass<A>(b, k, m, -inf, v, [](B, auto) {}, [] {});
-      }
+      k = sparse_pivot<A, P>(b, k, m, v, t, cut, known, pass_count);
     }
   }
   return t;
@@ -523,23 +542,175 @@ struct bisect_count {
 // sum. *t_lo receives the Newton correction (F(t) - 1) / -F'(t) at the
 // returned t, below t's own ulp: t + *t_lo is the threshold to ~1e-20.
 template <class A, class T>
-double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, bisect_count* count,
-                        double* t_lo) noexcept {
+class entmax_root {
+ public:
   using B = xsimd::batch<double, A>;
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  const double p = 1.0 / am1;
-  const bool p1 = p == 1.0, p2 = p == 2.0;
-  double lo = -p, hi = 0.0;
-  double F = 0, Fp = 0, c_at = 0, c_hi = 0;
-  double above = inf, below = inf;  // distance from t to the nearest entry above it, at or below it
+  static constexpr double inf = std::numeric_limits<double>::infinity();
+
+  entmax_root(T* b, std::size_t k, double m, double am1) noexcept
+      : b_(b), k_(k), m_(m), am1_(am1), p_(1.0 / am1), lo_(-p_), hi_(0.0) {}
+
+  // For p > 1, cheap passes first (no powers): for any set C of entries,
+  // the power-mean inequality gives am1 (mean_C d - t) <= |C|^(-1/p), i.e.
+  // t >= mean_C d - p |C|^(-am1); applied to C = {d > lo} and repeated
+  // (Michelot's iteration for p = 1), it drops most of a dense candidate set
+  // before any power is taken.
+  void raise_lower_bound() noexcept {
+    if (!(p_ > 1.0)) return;
+    for (int it = 0; it < 64 && k_ > 64; ++it) {
+      const std::size_t before = k_;
+      B c(0.0), s(0.0);
+      compensated<A, double> sc;
+      k_ = filter_pass<A>(b_, k_, m_, lo_, inf,
+                          [&](B v, auto keep) {
+                            c += xsimd::select(keep, B(1.0), B(0.0));
+                            s += xsimd::select(keep, v, B(0.0));
+                          },
+                          [&] {
+                            sc.add(s);
+                            s = B(0.0);
+                          });
+      const double cnt = hsum<A>(c);
+      const double bound = hsum<A>(sc.value()) / cnt - p_ * std::pow(cnt, -am1_);
+      const double safe = bound - 0x1p-40 * (std::fabs(bound) + p_);  // sums and pow round
+      if (!(safe > lo_)) break;
+      lo_ = std::min(safe, hi_);
+      if (it > 0 && (before - k_) * 8 < before) break;  // converging slowly: bisection takes over
+    }
+  }
+
+  // Bisection (at most n_iter steps) until no candidate lies inside the
+  // bracket or, for p >= 1, Newton's lower bound has converged; returns the
+  // steps taken.
+  int bisect(int n_iter) noexcept {
+    int nb = 0;
+    while (nb < n_iter) {
+      const double mid = 0.5 * (lo_ + hi_);
+      if (!(mid > lo_ && mid < hi_)) break;
+      evaluate(mid);
+      ++nb;
+      double undecided;
+      if (F_ >= 1.0) {
+        undecided = c_at_ - c_hi_;  // entries in (mid, hi] (or fewer, below)
+        lo_ = mid;
+        // For p >= 1 F is convex, so Newton's step from mid is a lower bound
+        // too, and a much better one near the root: bisection keeps the
+        // upper side, Newton the lower (a margin of a few ulp covers the
+        // rounding of the step).
+        if (p_ >= 1.0 && Fp_ > 0) {
+          const double step = (F_ - 1.0) / Fp_;
+          const double nl = mid + step;
+          lo_ = std::max(lo_, std::min(nl - 0x1p-50 * std::fabs(nl), hi_));
+          if (step <= 0x1p-50 * std::fabs(nl)) break;  // converged: Newton finishes
+        }
+      } else {
+        undecided = static_cast<double>(k_) - c_at_;  // entries in (lo, mid]
+        hi_ = mid;
+      }
+      if (undecided == 0) break;
+    }
+    return nb;
+  }
+
+  // Safeguarded Newton from the side where it converges monotonically (lo
+  // for a convex F, hi for a concave one; bisection whenever a step would
+  // leave the bracket), to full double precision; counts its steps in nn.
+  double newton(int& nn) noexcept {
+    double t = p_ >= 1.0 ? lo_ : hi_;
+    double result = t;
+    for (int it = 0; it < 200; ++it) {
+      evaluate(t);
+      ++nn;
+      if (F_ >= 1.0)
+        lo_ = t;
+      else
+        hi_ = t;
+      double next = t + (F_ - 1.0) / Fp_;  // Newton: F' = -Fp
+      if (!(Fp_ > 0) || !(next >= lo_ && next <= hi_)) next = 0.5 * (lo_ + hi_);
+      const double tol = 0x1p-51 * std::max(std::fabs(t), 0x1p-60 * p_);
+      if (std::fabs(next - t) <= tol || F_ == 1.0) {
+        result = F_ == 1.0 ? t : next;
+        break;
+      }
+      t = next;
+      result = t;
+    }
+    return result;
+  }
+
+  // The part of the root below the ulp of t (the returned threshold): the
+  // residual at t (one more pass over the few candidates left) gives it; a
+  // correction that is not small (no convergence, F' = 0 or not finite) is
+  // not used. It is used only if t + c crosses no entry (the support, and so
+  // the smoothness of F between t and t + c, unchanged): F' is unbounded
+  // where an entry joins the support, and a step across that kink would move
+  // tied entries out of it (found in review: alpha = 6, 20 ties).
+  double below_ulp(double t) noexcept {
+    evaluate(t);
+    if (F_ == 1.0) return 0.0;
+    if (Fp_ > 0) {
+      double c = (F_ - 1.0) / Fp_;
+      const double gap_above = above_, gap_below = below_;
+      const auto inside = [&](double v) { return v > 0 ? v < gap_above : -v < gap_below; };
+      if (inside(c) && std::fabs(c) <= 0x1p-40 * std::max(std::fabs(t), 0x1p-60 * p_)) {
+        // One Newton step is exact to second order in c / (d - t) for the
+        // nearest support entry; where that is not negligible (entries just
+        // above the threshold, p != 1: found by fuzz_sparse, alpha = 4 with 28
+        // ties 2.6e-13 above it, whose outputs were 1.6e-10 off and the sum
+        // 4e-13) the step is repeated at t + c until it settles.
+        for (int it = 0; it < 8 && p_ != 1.0 && std::fabs(c) > 0x1p-30 * gap_above; ++it) {
+          evaluate(t, c);
+          if (!(Fp_ > 0)) break;
+          const double next = c + (F_ - 1.0) / Fp_;
+          if (!inside(next) || next == c) break;
+          const bool settled = std::fabs(next - c) <= 0x1p-50 * std::fabs(c);
+          c = next;
+          if (settled) break;
+        }
+        return c;
+      }
+    }
+    return bisect_below_ulp(t);
+  }
+
+ private:
+  // The correction would cross an entry (or F' is 0 or not finite there):
+  // the root lies within an ulp of entries that join the support at it.
+  // F(t + tl) is monotone in tl, and with tl kept apart from t every
+  // (d - t) - tl is formed to full precision: bisect tl in [-2, 2] ulp of t.
+  double bisect_below_ulp(double t) noexcept {
+    const double at = std::fabs(t);
+    const double ulp = std::max(std::nextafter(at, inf) - at, std::numeric_limits<double>::denorm_min());
+    double a = -2 * ulp, z = 2 * ulp;
+    evaluate(t, a);
+    const bool low_ok = F_ >= 1.0;
+    evaluate(t, z);
+    if (!(low_ok && F_ < 1.0)) return 0.0;
+    // Down to 2^-60 ulp of t (t + tl to ~2^-112 relative, beyond any use):
+    // at most 63 halvings, each a pass over the candidates left.
+    while (z - a > 0x1p-60 * ulp) {
+      const double mid = 0.5 * (a + z);
+      if (!(mid > a && mid < z)) break;
+      evaluate(t, mid);
+      if (F_ >= 1.0)
+        a = mid;
+      else
+        z = mid;
+    }
+    return 0.5 * (a + z);
+  }
+
   // F and -F' = sum phi/u at t (+ tl, a part below t's ulp: the argument is
   // (d - t) - tl, and d - t is exact near t); counts of entries > t and > hi;
+  // the distances from t to the nearest entries above and at or below it;
   // drops d <= lo.
-  const auto evaluate = [&](double t, double tl = 0.0) {
+  void evaluate(double t, double tl = 0.0) noexcept {
+    const bool p1 = p_ == 1.0, p2 = p_ == 2.0;
+    const double p = p_;
     B f(0.0), fp(0.0), ca(0.0), ch(0.0), gap_in(inf), gap_out(inf);
     compensated<A, double> fc, fpc;
-    const B tv(t), hv(hi), a(am1), tlv(tl);
-    k = filter_pass<A>(b, k, m, lo, inf, [&](B v, auto keep) {
+    const B tv(t), hv(hi_), a(am1_), tlv(tl);
+    k_ = filter_pass<A>(b_, k_, m_, lo_, inf, [&](B v, auto keep) {
       const auto pos = keep & ((v - tv) - tlv > B(0.0));
       const B u = xsimd::select(pos, a * ((v - tv) - tlv), B(1.0));  // ln's argument stays positive
       gap_in = xsimd::min(gap_in, xsimd::select(pos, v - tv, B(inf)));
@@ -564,152 +735,36 @@ double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, b
       fpc.add(fp);
       f = fp = B(0.0);
     });
-    F = hsum<A>(fc.value());
-    Fp = hsum<A>(fpc.value());
-    c_at = hsum<A>(ca);
-    c_hi = hsum<A>(ch);
-    above = -hmax<A>(-gap_in);
-    below = -hmax<A>(-gap_out);
-  };
-
-  // For p > 1, cheap passes first (no powers): for any set C of entries,
-  // the power-mean inequality gives am1 (mean_C d - t) <= |C|^(-1/p), i.e.
-  // t >= mean_C d - p |C|^(-am1); applied to C = {d > lo} and repeated
-  // (Michelot's iteration for p = 1), it drops most of a dense candidate set
-  // before any power is taken.
-  if (p > 1.0) {
-    for (int it = 0; it < 64 && k > 64; ++it) {
-      const std::size_t before = k;
-      B c(0.0), s(0.0);
-      compensated<A, double> sc;
-      k = filter_pass<A>(b, k, m, lo, inf,
-                         [&](B v, auto keep) {
-                           c += xsimd::select(keep, B(1.0), B(0.0));
-                           s += xsimd::select(keep, v, B(0.0));
-                         },
-                         [&] {
-                           sc.add(s);
-                           s = B(0.0);
-                         });
-      const double cnt = hsum<A>(c);
-      const double bound = hsum<A>(sc.value()) / cnt - p * std::pow(cnt, -am1);
-      const double safe = bound - 0x1p-40 * (std::fabs(bound) + p);  // sums and pow round
-      if (!(safe > lo)) break;
-      lo = std::min(safe, hi);
-      if (it > 0 && (before - k) * 8 < before) break;  // converging slowly: bisection takes over
-    }
+    F_ = hsum<A>(fc.value());
+    Fp_ = hsum<A>(fpc.value());
+    c_at_ = hsum<A>(ca);
+    c_hi_ = hsum<A>(ch);
+    above_ = -hmax<A>(-gap_in);
+    below_ = -hmax<A>(-gap_out);
   }
 
-  int nb = 0, nn = 0;
-  while (nb < n_iter) {
-    const double mid = 0.5 * (lo + hi);
-    if (!(mid > lo && mid < hi)) break;
-    evaluate(mid);
-    ++nb;
-    double undecided;
-    if (F >= 1.0) {
-      undecided = c_at - c_hi;  // entries in (mid, hi] (or fewer, below)
-      lo = mid;
-      // For p >= 1 F is convex, so Newton's step from mid is a lower bound
-      // too, and a much better one near the root: bisection keeps the
-      // upper side, Newton the lower (a margin of a few ulp covers the
-      // rounding of the step).
-      if (p >= 1.0 && Fp > 0) {
-        const double step = (F - 1.0) / Fp;
-        const double nl = mid + step;
-        lo = std::max(lo, std::min(nl - 0x1p-50 * std::fabs(nl), hi));
-        if (step <= 0x1p-50 * std::fabs(nl)) break;  // converged: Newton finishes
-      }
-    } else {
-      undecided = static_cast<double>(k) - c_at;  // entries in (lo, mid]
-      hi = mid;
-    }
-    if (undecided == 0) break;
-  }
+  T* b_;
+  std::size_t k_;
+  double m_, am1_, p_;
+  double lo_, hi_;                         // the bracket of the root
+  double F_ = 0, Fp_ = 0, c_at_ = 0, c_hi_ = 0;
+  double above_ = inf, below_ = inf;      // from t to the nearest entry above it, at or below it
+};
 
-  double t = p >= 1.0 ? lo : hi;
-  double result = t;
-  for (int it = 0; it < 200; ++it) {
-    evaluate(t);
-    ++nn;
-    if (F >= 1.0)
-      lo = t;
-    else
-      hi = t;
-    double next = t + (F - 1.0) / Fp;  // Newton: F' = -Fp
-    if (!(Fp > 0) || !(next >= lo && next <= hi)) next = 0.5 * (lo + hi);
-    const double tol = 0x1p-51 * std::max(std::fabs(t), 0x1p-60 * p);
-    if (std::fabs(next - t) <= tol || F == 1.0) {
-      result = F == 1.0 ? t : next;
-      break;
-    }
-    t = next;
-    result = t;
-  }
-  // The residual at the returned t (one more pass over the few candidates
-  // left) gives the part of the root below t's ulp; a correction that is
-  // not small (no convergence, F' = 0 or not finite) is not used.
-  // It is used only if t + c crosses no entry (the support, and so the
-  // smoothness of F between t and t + c, unchanged): F' is unbounded where
-  // an entry joins the support, and a step across that kink would move
-  // tied entries out of it (found in review: alpha = 6, 20 ties).
-  *t_lo = 0.0;
-  evaluate(result);
-  bool done = F == 1.0;
-  if (Fp > 0) {
-    double c = (F - 1.0) / Fp;
-    const double gap_above = above, gap_below = below;
-    const auto inside = [&](double v) { return v > 0 ? v < gap_above : -v < gap_below; };
-    if (inside(c) && std::fabs(c) <= 0x1p-40 * std::max(std::fabs(result), 0x1p-60 * p)) {
-      // One Newton step is exact to second order in c / (d - t) for the
-      // nearest support entry; where that is not negligible (entries just
-      // above the threshold, p != 1: found by fuzz_sparse, alpha = 4 with 28
-      // ties 2.6e-13 above it, whose outputs were 1.6e-10 off and the sum
-      // 4e-13) the step is repeated at t + c until it settles.
-      for (int it = 0; it < 8 && p != 1.0 && std::fabs(c) > 0x1p-30 * gap_above; ++it) {
-        evaluate(result, c);
-        if (!(Fp > 0)) break;
-        const double next = c + (F - 1.0) / Fp;
-        if (!inside(next) || next == c) break;
-        const bool settled = std::fabs(next - c) <= 0x1p-50 * std::fabs(c);
-        c = next;
-        if (settled) break;
-      }
-      *t_lo = c;
-      done = true;
-    }
-  }
-  if (!done) {
-    // The correction would cross an entry (or F' is 0 or not finite there):
-    // the root lies within an ulp of entries that join the support at it.
-    // F(t + tl) is monotone in tl, and with tl kept apart from t every
-    // (d - t) - tl is formed to full precision: bisect tl in [-2, 2] ulp of t.
-    const double at = std::fabs(result);
-    const double ulp = std::max(std::nextafter(at, inf) - at, std::numeric_limits<double>::denorm_min());
-    double a = -2 * ulp, z = 2 * ulp;
-    evaluate(result, a);
-    const bool low_ok = F >= 1.0;
-    evaluate(result, z);
-    if (low_ok && F < 1.0) {
-      // Down to 2^-60 ulp of t (t + tl to ~2^-112 relative, beyond any
-      // use): at most 63 halvings, each a pass over the candidates left.
-      while (z - a > 0x1p-60 * ulp) {
-        const double mid = 0.5 * (a + z);
-        if (!(mid > a && mid < z)) break;
-        evaluate(result, mid);
-        if (F >= 1.0)
-          a = mid;
-        else
-          z = mid;
-      }
-      *t_lo = 0.5 * (a + z);
-    }
-  }
+template <class A, class T>
+double entmax_threshold(T* b, std::size_t k, double m, double am1, int n_iter, bisect_count* count,
+                        double* t_lo) noexcept {
+  entmax_root<A, T> root(b, k, m, am1);
+  root.raise_lower_bound();
+  const int nb = root.bisect(n_iter);
+  int nn = 0;
+  const double t = root.newton(nn);
+  *t_lo = root.below_ulp(t);
   if (count) {
     count->bisection = nb;
     count->newton = nn;
   }
-  return result;
+  return t;
 }
 
 // m + t + t_lo as an unevaluated pair hi + lo of T (Knuth's TwoSum in double, then

@@ -208,6 +208,8 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
 // ratios r = s / s(m) as the forward does. Special values: NaN in x or dy
 // gives NaN everywhere; a +inf in x gives dx = 0 (the limit: the output is
 // saturated); all x = -inf gives dx = 0.
+//
+// Pass 1: s1 = sum f(x_i) and s2 = sum f(x_i) dy_i in one read.
 template <class A, class T, class F>
 SMAX_INLINE void sum_and_dot(const T* x, const T* dy, std::size_t n, F&& f, double& s1, double& s2) noexcept {
   using B = xsimd::batch<T, A>;
@@ -246,42 +248,35 @@ SMAX_INLINE void sum_and_dot(const T* x, const T* dy, std::size_t n, F&& f, doub
   s2 = hsum<A>(t2.value());
 }
 
+// stablemax_backward where S and D are in range: dx = s'(x) / S * (dy - mean),
+// mean = D / S, formed as 2 * (h * ...) with h = (dy - mean) / 2 (no
+// overflow: |mean| <= max |dy|) and the small factors applied to h one at a
+// time, never multiplied together first: s'(x) = s(x)^2 underflows for x
+// below -2^63 (float) while s(x)^2 h may still be a normal number.
 template <class A, class T>
-void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept {
+void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double D) noexcept {
   using B = xsimd::batch<T, A>;
-  using Lim = stablemax_limits<T>;
-  if (n == 0) return;
-  const B one(T(1)), zero(T(0));
-  double S, D;
-  sum_and_dot<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, S, D);
-  const B half(T(0.5)), two(T(2));
-  // dx = s'(x) / S * (dy - mean), mean = D / S, formed as 2 * (h * ...) with
-  // h = (dy - mean) / 2 (no overflow: |mean| <= max |dy|) and the small
-  // factors applied to h one at a time, never multiplied together first:
-  // s'(x) = s(x)^2 underflows for x below -2^63 (float) while s(x)^2 h may
-  // still be a normal number.
-  if (S >= Lim::sum_lo && S <= Lim::sum_hi && D - D == 0) {
-    const B invS(static_cast<T>(1.0 / S)), mean_half(finite_mean<T>(D / S) * T(0.5));
-    map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
-      const B h = g * half - mean_half;
-      const B sv = div_<A, T>(one, one - v);
-      // x < 0: invS before the second s(x): h s(x)^2 alone can underflow
-      // where the result is normal (double, S near 2^-539; found in review).
-      return xsimd::select(v >= zero, h * invS, ((h * sv) * invS) * sv) * two;
-    });
-    return;
-  }
-  const stablemax_scan sc = stablemax_special(x, n);
-  // NaN anywhere (x or dy) wins over every other rule, as in the forward.
-  if (sc.nan || stablemax_special(dy, n).nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
-  if (sc.n_posinf) return fill(dx, n, T(0));
-  const T m = reduce_max<A>(x, n);
-  if (m == -std::numeric_limits<T>::infinity()) return fill(dx, n, T(0));
-  // With r = s / s(m) <= 1 and R = sum r: mean = (sum dy r) / R and
-  // s'(x) / S = 1 / (s(m) R) for x >= 0, r s(x) / R for x < 0. The sums run
-  // on r 2^-k with 2^k > n, so sum dy r 2^-k cannot overflow even for dy
-  // near the largest T; 1 / S, which may be subnormal here (s(m) near the
-  // largest T), is never formed: h is divided by s(m) and by R in turn.
+  const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2));
+  const B invS(static_cast<T>(1.0 / S)), mean_half(finite_mean<T>(D / S) * T(0.5));
+  map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
+    const B h = g * half - mean_half;
+    const B sv = div_<A, T>(one, one - v);
+    // x < 0: invS before the second s(x): h s(x)^2 alone can underflow
+    // where the result is normal (double, S near 2^-539; found in review).
+    return xsimd::select(v >= zero, h * invS, ((h * sv) * invS) * sv) * two;
+  });
+}
+
+// stablemax_backward where S or D is out of range, on the ratios
+// r = s / s(m) <= 1 with R = sum r: mean = (sum dy r) / R and
+// s'(x) / S = 1 / (s(m) R) for x >= 0, r s(x) / R for x < 0. The sums run
+// on r 2^-k with 2^k > n, so sum dy r 2^-k cannot overflow even for dy
+// near the largest T; 1 / S, which may be subnormal here (s(m) near the
+// largest T), is never formed: h is divided by s(m) and by R in turn.
+template <class A, class T>
+void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std::size_t n, T m) noexcept {
+  using B = xsimd::batch<T, A>;
+  const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2));
   const double scale = std::ldexp(1.0, -std::ilogb(static_cast<double>(n)) - 1);
   with_stable_ratio<A, T>(m, [&](auto ratio) {
     double R, DR;
@@ -310,6 +305,24 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
       });
     }
   });
+}
+
+
+template <class A, class T>
+void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  using Lim = stablemax_limits<T>;
+  if (n == 0) return;
+  double S, D;
+  sum_and_dot<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, S, D);
+  if (S >= Lim::sum_lo && S <= Lim::sum_hi && D - D == 0) return stablemax_backward_plain<A>(x, dy, dx, n, S, D);
+  const stablemax_scan sc = stablemax_special(x, n);
+  // NaN anywhere (x or dy) wins over every other rule, as in the forward.
+  if (sc.nan || stablemax_special(dy, n).nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
+  if (sc.n_posinf) return fill(dx, n, T(0));
+  const T m = reduce_max<A>(x, n);
+  if (m == -std::numeric_limits<T>::infinity()) return fill(dx, n, T(0));
+  stablemax_backward_ratios<A>(x, dy, dx, n, m);
 }
 
 }  // namespace detail
