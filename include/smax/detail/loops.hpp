@@ -333,8 +333,10 @@ struct compensated<A, float> {
 
 // The extremum pass: one read of x[0..n) folded into four accumulators by
 // fold(acc, v) (xsimd::max or min), from `fill`, the tail padded with it;
-// seen(v) watches every loaded vector (padding included) for what the fold
-// may drop: x86 max and min return their second operand when either is NaN.
+// seen(v0, v1, v2, v3) and seen(v) watch every loaded vector (padding
+// included) for what the fold may drop: x86 max and min return their second
+// operand when either is NaN. (seen takes a whole chunk at once so that its
+// own running state adds one step per chunk to the loop's dependency chain.)
 template <class A, class T, class Fold, class Seen>
 SMAX_INLINE xsimd::batch<T, A> extremum_pass(const T* x, std::size_t n, T fill, Fold&& fold, Seen&& seen) noexcept {
   using B = xsimd::batch<T, A>;
@@ -350,10 +352,7 @@ SMAX_INLINE xsimd::batch<T, A> extremum_pass(const T* x, std::size_t n, T fill, 
     m1 = fold(m1, v1);
     m2 = fold(m2, v2);
     m3 = fold(m3, v3);
-    seen(v0);
-    seen(v1);
-    seen(v2);
-    seen(v3);
+    seen(v0, v1, v2, v3);
   }
   for (; i + W <= n; i += W) {
     const B v = B::load_unaligned(x + i);
@@ -368,9 +367,9 @@ SMAX_INLINE xsimd::batch<T, A> extremum_pass(const T* x, std::size_t n, T fill, 
   return fold(fold(m0, m1), fold(m2, m3));
 }
 
-struct ignore_vector {
-  template <class B>
-  SMAX_INLINE void operator()(const B&) const noexcept {}
+struct ignore_vectors {
+  template <class... B>
+  SMAX_INLINE void operator()(const B&...) const noexcept {}
 };
 struct vector_max {
   template <class B>
@@ -389,14 +388,14 @@ struct vector_min {
 // x86's max (see extremum_pass); the callers' sums catch it instead.
 template <class A, class T>
 T reduce_max(const T* x, std::size_t n) noexcept {
-  return hmax<A>(extremum_pass<A>(x, n, -std::numeric_limits<T>::infinity(), vector_max{}, ignore_vector{}));
+  return hmax<A>(extremum_pass<A>(x, n, -std::numeric_limits<T>::infinity(), vector_max{}, ignore_vectors{}));
 }
 
 // Min over x[0..n-1] (+inf for n = 0; a NaN as for reduce_max).
 template <class A, class T>
 T reduce_min(const T* x, std::size_t n) noexcept {
   // -hmax(-v): hmax's NaN rule for the minimum.
-  return -hmax<A>(-extremum_pass<A>(x, n, std::numeric_limits<T>::infinity(), vector_min{}, ignore_vector{}));
+  return -hmax<A>(-extremum_pass<A>(x, n, std::numeric_limits<T>::infinity(), vector_min{}, ignore_vectors{}));
 }
 
 // Max over x[0..n-1], or NaN when x holds one. NaN is tracked as
@@ -405,10 +404,15 @@ T reduce_min(const T* x, std::size_t n) noexcept {
 template <class A, class T>
 T max_or_nan(const T* x, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
-  auto ok = B(T(0)) == B(T(0));  // all true
-  const B m = extremum_pass<A>(x, n, -std::numeric_limits<T>::infinity(), vector_max{},
-                               [&](B v) { ok = ok & (v == v); });
-  if (!xsimd::all(ok)) return std::numeric_limits<T>::quiet_NaN();
+  struct nan_watch {
+    xsimd::batch_bool<T, A> ok = B(T(0)) == B(T(0));  // all true
+    SMAX_INLINE void operator()(B v) noexcept { ok = ok & (v == v); }
+    SMAX_INLINE void operator()(B v0, B v1, B v2, B v3) noexcept {
+      ok = ok & ((v0 == v0) & (v1 == v1)) & ((v2 == v2) & (v3 == v3));
+    }
+  } watch;
+  const B m = extremum_pass<A>(x, n, -std::numeric_limits<T>::infinity(), vector_max{}, watch);
+  if (!xsimd::all(watch.ok)) return std::numeric_limits<T>::quiet_NaN();
   return hmax<A>(m);
 }
 

@@ -288,7 +288,7 @@ void softpick_backward_wide(const T* x, const T* dy, T* dx, std::size_t n, T eps
 // The two-pass regime (pass 1 gave sum 2^Emax and m): e^(x - M) / D =
 // e^x 2^-Emax / den = p 2^(K - Emax) / den.
 template <class A, class T>
-void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std::size_t n, T eps, double dot, double sum, T emax,
+SMAX_FLATTEN void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std::size_t n, T eps, double dot, double sum, T emax,
                                 T m) noexcept {
   using B = xsimd::batch<T, A>;
   const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
@@ -322,7 +322,7 @@ void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std::size_t n, T
 
 // Pass 1 refused: NaN, +inf, or a max beyond the single-pass range.
 template <class A, class T>
-void softpick_backward_nonfinite(const T* x, const T* dy, T* dx, std::size_t n, T eps, double dot, T m) noexcept {
+SMAX_FLATTEN void softpick_backward_nonfinite(const T* x, const T* dy, T* dx, std::size_t n, T eps, double dot, T m) noexcept {
   using B = xsimd::batch<T, A>;
   bool nan = false;
   std::size_t posinf = 0;

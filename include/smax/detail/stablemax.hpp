@@ -254,7 +254,7 @@ SMAX_INLINE void sum_and_dot(const T* x, const T* dy, std::size_t n, F&& f, doub
 // time, never multiplied together first: s'(x) = s(x)^2 underflows for x
 // below -2^63 (float) while s(x)^2 h may still be a normal number.
 template <class A, class T>
-void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double D) noexcept {
+SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double D) noexcept {
   using B = xsimd::batch<T, A>;
   const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2));
   const B invS(static_cast<T>(1.0 / S)), mean_half(finite_mean<T>(D / S) * T(0.5));
@@ -274,7 +274,7 @@ void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, dou
 // near the largest T; 1 / S, which may be subnormal here (s(m) near the
 // largest T), is never formed: h is divided by s(m) and by R in turn.
 template <class A, class T>
-void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std::size_t n, T m) noexcept {
+SMAX_FLATTEN void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std::size_t n, T m) noexcept {
   using B = xsimd::batch<T, A>;
   const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2));
   const double scale = std::ldexp(1.0, -std::ilogb(static_cast<double>(n)) - 1);
