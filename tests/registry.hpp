@@ -16,9 +16,16 @@ namespace smax_test {
 #define SMAX_TEST_REGISTERED_NAME(name, params, args) #name,
 #define SMAX_TEST_REGISTERED_TYPED_NAME(ret, field, name, params, args) #name,
 
-// Every single-vector function (one name for its overloads).
+// The single-vector functions of SMAX_FUNCTIONS: the family's kernels,
+// each writing one output array.
+inline std::set<std::string> registered_kernels() {
+  return {SMAX_FUNCTIONS(float, SMAX_TEST_REGISTERED_NAME)};
+}
+
+// Every single-vector function: the kernels and the typed functions
+// (losses, options, sample; one name for its overloads).
 inline std::set<std::string> registered_functions() {
-  std::set<std::string> s = {SMAX_FUNCTIONS(float, SMAX_TEST_REGISTERED_NAME)};
+  std::set<std::string> s = registered_kernels();
   for (const char* n : {SMAX_TYPED_FUNCTIONS(float, SMAX_TEST_REGISTERED_TYPED_NAME)}) s.insert(n);
   return s;
 }
