@@ -6,8 +6,9 @@
 // of LLaMA 2 (32000), LLaMA 3 (128256), Qwen 2 (151936) and 1M.
 //
 // Compare medians of an interleaved run:
-//   smax_bench --benchmark_filter='^(topk|sample)/' --benchmark_repetitions=9 \
+//   smax_bench --benchmark_filter='^(topk|sample)/' --benchmark_repetitions=9
 //     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
+// (one command line)
 #include <algorithm>
 #include <numeric>
 #include <vector>

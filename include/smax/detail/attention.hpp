@@ -161,19 +161,19 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
     const B Mb(M);
     const normal_exp<A, T> e(T(0), T(1));
     shift = static_cast<double>(M);
-    pass2([&](B v) { return e(v - Mb); });
+    pass2([&](B v) SMAX_LAMBDA_INLINE { return e(v - Mb); });
   }
   if (!(s == s)) return fill(y, n, nan);
   s += std::exp(static_cast<double>(o.sink) - shift);  // 0 for no sink
   if (log) {
     // log sum e^(z - M) >= 0: M is a z or the sink, whose term is 1.
     const B Mb(M), lb(static_cast<T>(std::max(std::log(s) + shift - static_cast<double>(M), 0.0)));
-    map<A>(y, y, len, [&](B v) { return (v - Mb) - lb; });
+    map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return (v - Mb) - lb; });
   } else {
     // Products that would be subnormal are 0: compare before multiplying.
     const B inv(static_cast<T>(1.0 / s));
     const B t(static_cast<T>(static_cast<double>(std::numeric_limits<T>::min()) * s * (1 + 0x1p-20)));
-    map<A>(y, y, len, [&](B v) { return xsimd::select(v < t, B(T(0)), v * inv); });
+    map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return xsimd::select(v < t, B(T(0)), v * inv); });
   }
   fill(y + len, n - len, masked);
 }
@@ -190,12 +190,12 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
   // (softmax_backward's term and products kept normal: no subnormal is formed)
   const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, len));
   const B sc(o.scale);
-  map_pairs<A>(y, dy, dx, len, [&](B a, B b) {
+  map_pairs<A>(y, dy, dx, len, [&](B a, B b) SMAX_LAMBDA_INLINE {
     return xsimd::select(a == B(T(0)), B(T(0)), mul_normal<A, T>(term(a, b), sc));
   });
   if (o.softcap > 0) {
     const B ic(o.scale / o.softcap), one(T(1));
-    map_pairs<A>(x, dx, dx, len, [&](B v, B g) {
+    map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
       const B t = tanh_clamped<A, T>(v * ic);
       return xsimd::select(g == B(T(0)), B(T(0)), mul_normal<A, T>(g, fnma_<A, T>(t, t, one)));
     });

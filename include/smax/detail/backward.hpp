@@ -117,8 +117,10 @@ struct softmax_backward_term {
   }
 };
 
+// Flattened: g++ otherwise calls the per-vector lambdas of these two out of
+// line on AVX2 (1.4-1.6x the time in cache on Zen 5).
 template <class A, class T>
-void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+SMAX_FLATTEN void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, n));
@@ -127,7 +129,7 @@ void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
 
 // y is the log_softmax output: dx_i = dy_i - e^(y_i) * sum_j dy_j
 template <class A, class T>
-void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+SMAX_FLATTEN void log_softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const T t = static_cast<T>(sum_of_pairs<A>(y, dy, n, [](B, B b) { return b; }));

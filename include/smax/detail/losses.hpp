@@ -81,7 +81,7 @@ double logsumexp_max(const T* x, std::size_t n) noexcept {
     // two of m, so v - m is exact there (see exp.hpp).
     const xsimd::batch<T, A> mb(m);
     const normal_exp<A, T> e(T(0), T(1));
-    s = sum_map<A>(x, static_cast<T*>(nullptr), n, [&](xsimd::batch<T, A> v) { return e(v - mb); });
+    s = sum_map<A>(x, static_cast<T*>(nullptr), n, [&](xsimd::batch<T, A> v) SMAX_LAMBDA_INLINE { return e(v - mb); });
     shift = static_cast<double>(m);
   }
   return std::log(s) + shift;  // NaN s (a NaN in x) gives NaN
@@ -158,7 +158,7 @@ double cross_entropy(const T* x, std::size_t n, std::size_t target, float ls) no
 //   dloss e^-r = s_m 2^k (s_m in [0.5, 1), k capped at 100 so the
 //   polynomial's scaled coefficients stay normal), E2 = E - k: normal_exp.
 template <class A, class T>
-void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float ls,
+SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float ls,
                             double lse) noexcept {
   using B = xsimd::batch<T, A>;
   using C = exp_constants<double>;

@@ -236,7 +236,7 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
     if (normalized) min_max0<A>(x, n, lo, hi);
     softmax_three_pass<A>(x, y, n, exp_terms::reload);
     const sa_factor<A, T> g(normalized, lo, hi);
-    map_pairs<A>(x, y, y, n, [&](B v, B p) { return mul_normal<A, T>(g(v), p); });
+    map_pairs<A>(x, y, y, n, [&](B v, B p) SMAX_LAMBDA_INLINE { return mul_normal<A, T>(g(v), p); });
     return;
   }
   // Two reads: two_pass_sum (also taking min and max), then the fused write.
@@ -268,7 +268,7 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
 // maximum when max x > 0, R = hi - lo. NaN in x or dy -> all NaN; +inf in
 // x -> all 0 (saturated); -inf entries get 0.
 template <class A, class T>
-void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized) {
+SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, bool normalized) {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   constexpr T nan = std::numeric_limits<T>::quiet_NaN();
@@ -379,7 +379,7 @@ void map3(const T* a, const T* b, const T* c, T* out, std::size_t n, F&& f) noex
 
 // dx = sigma'(x) softmax_backward(y, dy) = sigma'(x) (y dy - y D).
 template <class A, class T>
-void multimax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p) {
+SMAX_FLATTEN void multimax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const multimax_params& p) {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const multimax_modulator<A, T> sig(p);

@@ -285,28 +285,28 @@ void map2_half(const H* a, const H* b, H* out, std::size_t n, F&& f) noexcept {
 }
 
 template <class A, class H>
-void softmax_backward_half(const H* y, const H* dy, H* dx, std::size_t n) noexcept {
+SMAX_FLATTEN void softmax_backward_half(const H* y, const H* dy, H* dx, std::size_t n) noexcept {
   using B = xsimd::batch<float, A>;
   if (n == 0) return;
-  const double dot = sum_map2_half<A>(y, dy, n, [](B p, B q) { return mul_normal<A, float>(p, q); });
+  const double dot = sum_map2_half<A>(y, dy, n, [](B p, B q) SMAX_LAMBDA_INLINE { return mul_normal<A, float>(p, q); });
   const softmax_backward_term<A, float> term(finite_mean<float>(dot));
-  map2_half<A>(y, dy, dx, n, [&](B p, B q) { return term(p, q); });
+  map2_half<A>(y, dy, dx, n, [&](B p, B q) SMAX_LAMBDA_INLINE { return term(p, q); });
 }
 
 template <class A, class H>
-void log_softmax_backward_half(const H* y, const H* dy, H* dx, std::size_t n) noexcept {
+SMAX_FLATTEN void log_softmax_backward_half(const H* y, const H* dy, H* dx, std::size_t n) noexcept {
   using B = xsimd::batch<float, A>;
   if (n == 0) return;
-  const float t = static_cast<float>(sum_map2_half<A>(y, dy, n, [](B, B q) { return q; }));
+  const float t = static_cast<float>(sum_map2_half<A>(y, dy, n, [](B, B q) SMAX_LAMBDA_INLINE { return q; }));
   const B tb(t);
   // as log_softmax_backward: t e^y folded into the exp (no subnormal
   // product), or the plain product's IEEE results for an inf or NaN total
   if (t - t != 0.0f) {
     const shifted_exp<A, float, false> ex(0.0f);
-    return map2_half<A>(y, dy, dx, n, [&](B p, B q) { return xsimd::fnma(ex(p), tb, q); });
+    return map2_half<A>(y, dy, dx, n, [&](B p, B q) SMAX_LAMBDA_INLINE { return xsimd::fnma(ex(p), tb, q); });
   }
   const shifted_exp<A, float, false> ex(0.0f, t);
-  map2_half<A>(y, dy, dx, n, [&](B p, B q) { return q - ex(p); });
+  map2_half<A>(y, dy, dx, n, [&](B p, B q) SMAX_LAMBDA_INLINE { return q - ex(p); });
 }
 
 // Bulk conversions (smax::convert): float to 16-bit, or 16-bit to float.

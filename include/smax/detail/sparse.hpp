@@ -988,7 +988,7 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept 
 // dx = g dy - g (sum g dy / sum g), g_i = y_i^(2 - alpha) on the support
 // (alpha = 1: softmax's, alpha = 2: sparsemax's).
 template <class A, class T>
-void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noexcept {
+SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const B zero(T(0));
