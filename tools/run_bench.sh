@@ -3,8 +3,9 @@
 # builds smax_bench in Release, runs it and writes the report.
 #
 #   tools/run_bench.sh            default suite: 222 benchmarks x 3 repetitions,
-#                                 about 25 minutes on 2 cores (the first 42 of its
-#                                 666 runs took 100 s on the Intel Xeon, 2026-12-01)
+#                                 about 6 minutes on 2 Zen 5 cores plus 5 for the
+#                                 build (2026-12-02); longer on the Intel Xeon (the
+#                                 first 42 of its 666 runs took 100 s, 2026-12-01)
 #   tools/run_bench.sh --full     every benchmark, every size (much longer)
 #
 # Options:
