@@ -30,8 +30,8 @@
 
 // On a per-vector lambda handed to a loop skeleton ([&](B v) SMAX_LAMBDA_INLINE
 // { ... }): g++ 12 calls some of them out of line, one call per vector with
-// the batches passed through memory (entmax_backward 2.2x, softmax_backward
-// 1.3x the time in cache on Zen 5; docs/tuning.md, "Outlined lambdas").
+// the batches passed through memory (entmax_backward 1.6-2.3x, softmax_backward
+// 1.2-1.4x the time in cache on Zen 5; docs/tuning.md, "Outlined lambdas").
 #if defined(__GNUC__) || defined(__clang__)
 #define SMAX_LAMBDA_INLINE __attribute__((always_inline))
 #else
