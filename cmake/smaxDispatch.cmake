@@ -7,7 +7,10 @@
 #
 #   x86-64:  avx512 (-mavx512f), avx2 (-mavx2 -mfma -mf16c), sse2
 #   aarch64: neon
-# (the list and the flags: smax_dispatch_isas below)
+# (the list and the flags: smax_dispatch_isas below), and on x86-64 the
+# avx512 level's bf16 variant (-mavx512bf16: bf16 rounding in one
+# instruction), which the dispatcher uses in place of the level's own bf16
+# table on CPUs with AVX512_BF16.
 #
 # The dispatcher's objects come first on the link line so that any inline
 # function shared by several of these TUs resolves to the baseline copy.
@@ -27,13 +30,16 @@ set(SMAX_DISPATCH_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/../src" CACHE INTERNAL "
 function(smax_dispatch_isas prefix)
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$")
     set(isas sse2 avx2 avx512)
+    set(variants avx512_bf16)
     set(flags_sse2 "-msse2")
     set(flags_avx2 "-mavx2;-mfma;-mf16c")
     set(flags_avx512 "-mavx512f")
+    set(flags_avx512_bf16 "-mavx512f;-mavx512dq;-mavx512bf16")
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
       # g++ 12 warns falsely about _mm512_undefined_ps() inside
       # avx512fintrin.h (used by xsimd); silenced for these TUs only.
       list(APPEND flags_avx512 -Wno-maybe-uninitialized -Wno-uninitialized)
+      list(APPEND flags_avx512_bf16 -Wno-maybe-uninitialized -Wno-uninitialized)
     endif()
   elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
     set(isas neon)
@@ -42,7 +48,9 @@ function(smax_dispatch_isas prefix)
     message(FATAL_ERROR "smax: no dispatch ISA list for ${CMAKE_SYSTEM_PROCESSOR}")
   endif()
   set(${prefix}_ISAS ${isas} PARENT_SCOPE)
-  foreach(isa IN LISTS isas)
+  # Variants: TUs that add to a level of the list, not levels of their own.
+  set(${prefix}_VARIANTS ${variants} PARENT_SCOPE)
+  foreach(isa IN LISTS isas variants)
     set(${prefix}_FLAGS_${isa} "${flags_${isa}}" PARENT_SCOPE)
   endforeach()
 endfunction()
@@ -75,7 +83,7 @@ function(smax_add_dynamic_dispatch target)
   set(objs ${target}_smax_dispatcher)
   add_library(${target}_smax_dispatcher OBJECT "${SMAX_DISPATCH_SOURCE_DIR}/smax_dynamic.cpp")
   target_link_libraries(${target}_smax_dispatcher PRIVATE smax::smax)
-  foreach(isa IN LISTS _smax_ISAS)
+  foreach(isa IN LISTS _smax_ISAS _smax_VARIANTS)
     set(obj ${target}_smax_${isa})
     add_library(${obj} OBJECT "${SMAX_DISPATCH_SOURCE_DIR}/smax_dynamic_isa.cpp")
     target_link_libraries(${obj} PRIVATE smax::smax)

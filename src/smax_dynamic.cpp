@@ -29,12 +29,29 @@ const isa_entry* find(const char* name) noexcept {
   return nullptr;
 }
 
+// An entry's tables as this CPU runs them: the avx512 level takes its bf16
+// variant's table where the CPU has AVX512_BF16 (dispatch.hpp).
+const isa_tables& tables_of(const isa_entry& e) noexcept {
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+  if (e.tables == &tables_avx512) {
+    static const isa_tables with_bf16 = [] {
+      isa_tables t = tables_avx512();
+      const char* env = std::getenv("SMAX_AVX512_BF16");
+      if (cpu_has_avx512_bf16() && !(env && std::strcmp(env, "0") == 0)) t.b16 = bf16_table_avx512_bf16();
+      return t;
+    }();
+    return with_bf16;
+  }
+#endif
+  return e.tables();
+}
+
 const isa_tables* default_tables() noexcept {
   if (const char* forced = std::getenv("SMAX_ISA"))
-    if (const isa_entry* e = find(forced)) return &e->tables();
+    if (const isa_entry* e = find(forced)) return &tables_of(*e);
   for (const auto& e : entries)
-    if (e.cpu_has()) return &e.tables();
-  return &entries[n_entries - 1].tables();  // the baseline
+    if (e.cpu_has()) return &tables_of(e);
+  return &tables_of(entries[n_entries - 1]);  // the baseline
 }
 
 std::atomic<const isa_tables*> active{nullptr};
@@ -73,7 +90,7 @@ bool set_isa(const char* isa) noexcept {
   }
   const detail::isa_entry* e = detail::find(isa);
   if (!e) return false;
-  detail::active.store(&e->tables(), std::memory_order_release);
+  detail::active.store(&detail::tables_of(*e), std::memory_order_release);
   return true;
 }
 

@@ -42,6 +42,17 @@ half_table<H> make_half_table() noexcept {
 
 }  // namespace
 
+#define SMAX_CAT2(a, b) a##b
+#define SMAX_CAT(a, b) SMAX_CAT2(a, b)
+#define SMAX_BF16_VARIANT_avx512_bf16 1
+
+#if SMAX_CAT(SMAX_BF16_VARIANT_, SMAX_DYNAMIC_ISA)
+// The avx512 level's bf16 variant (dispatch.hpp): only its bf16 table.
+const half_table<bf16>& bf16_table_avx512_bf16() noexcept {
+  static const half_table<bf16> t = make_half_table<avx512_bf16, bf16>();
+  return t;
+}
+#else
 #define SMAX_SELECT(isa, arch, check)                                     \
   namespace isa_##isa {                                                   \
   using selected = arch;                                                  \
@@ -50,8 +61,6 @@ half_table<H> make_half_table() noexcept {
 SMAX_ISAS(SMAX_SELECT)
 #undef SMAX_SELECT
 
-#define SMAX_CAT2(a, b) a##b
-#define SMAX_CAT(a, b) SMAX_CAT2(a, b)
 namespace current_isa = SMAX_CAT(isa_, SMAX_DYNAMIC_ISA);
 
 const isa_tables& SMAX_CAT(tables_, SMAX_DYNAMIC_ISA)() noexcept {
@@ -60,6 +69,7 @@ const isa_tables& SMAX_CAT(tables_, SMAX_DYNAMIC_ISA)() noexcept {
                               make_half_table<Arch, bf16>(), make_half_table<Arch, fp16>()};
   return t;
 }
+#endif
 
 }  // namespace detail
 }  // namespace smax

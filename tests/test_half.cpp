@@ -496,3 +496,70 @@ TEMPLATE_TEST_CASE("16-bit: FTZ/DAZ change no bit of the conversions or of softm
   }
 }
 #endif
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#include <smax/detail/dispatch.hpp>
+
+// The avx512 level runs bf16 with its AVX512_BF16 variant where the CPU has
+// it (vcvtneps2bf16 rounding), so the tests above check that variant there;
+// this case pins it to the level's own integer rounding, bit for bit.
+TEST_CASE("bf16: the avx512 level's AVX512_BF16 variant gives the integer rounding's bits", "[half]") {
+  const auto have = isas();
+  if (std::find(have.begin(), have.end(), "avx512") == have.end() || !smax::detail::cpu_has_avx512_bf16()) {
+    WARN("SKIPPED: this CPU lacks AVX512_BF16");
+    return;
+  }
+  const smax::detail::half_table<bf16>& hw = smax::detail::bf16_table_avx512_bf16();
+  const smax::detail::half_table<bf16>& plain = smax::detail::tables_avx512().b16;
+  REQUIRE(hw.narrow != plain.narrow);
+  // Every float bit pattern (subnormals, NaNs and the overflow to inf
+  // included), narrowed by both.
+  {
+    const std::size_t chunk = std::size_t(1) << 22;
+    std::vector<std::uint32_t> bits(chunk);
+    std::vector<bf16> a(chunk), b(chunk);
+    std::uint64_t differ = 0;
+    for (std::uint64_t base = 0; base < (std::uint64_t(1) << 32); base += chunk) {
+      for (std::size_t i = 0; i < chunk; ++i) bits[i] = static_cast<std::uint32_t>(base + i);
+      const float* f = reinterpret_cast<const float*>(bits.data());
+      hw.narrow(f, a.data(), chunk);
+      plain.narrow(f, b.data(), chunk);
+      for (std::size_t i = 0; i < chunk; ++i) differ += bits_of(a[i]) != bits_of(b[i]);
+    }
+    CHECK(differ == 0);
+  }
+  // The kernels: every path of the 16-bit softmax (in the stack block, the
+  // row buffer, the staged passes), each algorithm, log_softmax, to bf16 and
+  // to float, the backward passes, on logits whose outputs span bf16's range.
+  for (std::size_t n : {1, 17, 2048, 2049, 70001, 270001}) {
+    for (double sigma : {3.0, 60.0}) {
+      INFO("n = " << n << ", sigma = " << sigma);
+      std::vector<bf16> x = logits<bf16>(n, sigma, n + 5);
+      if (n > 100) x[n / 3] = bf16(-std::numeric_limits<float>::infinity());
+      std::vector<bf16> y1(n), y2(n), d1(n), d2(n);
+      std::vector<float> f1(n), f2(n);
+      for (auto alg : {smax::algorithm::automatic, smax::algorithm::three_pass_recompute,
+                       smax::algorithm::three_pass_reload, smax::algorithm::two_pass, smax::algorithm::online}) {
+        hw.softmax(x.data(), y1.data(), n, alg);
+        plain.softmax(x.data(), y2.data(), n, alg);
+        CHECK(std::memcmp(y1.data(), y2.data(), 2 * n) == 0);
+      }
+      hw.softmax_to_f32(x.data(), f1.data(), n, smax::algorithm::automatic);
+      plain.softmax_to_f32(x.data(), f2.data(), n, smax::algorithm::automatic);
+      CHECK(std::memcmp(f1.data(), f2.data(), 4 * n) == 0);
+      hw.log_softmax(x.data(), y1.data(), n);
+      plain.log_softmax(x.data(), y2.data(), n);
+      CHECK(std::memcmp(y1.data(), y2.data(), 2 * n) == 0);
+      const std::vector<bf16> dy = logits<bf16>(n, 1.0, n + 6);
+      plain.softmax(x.data(), y2.data(), n, smax::algorithm::automatic);
+      hw.softmax_backward(y2.data(), dy.data(), d1.data(), n);
+      plain.softmax_backward(y2.data(), dy.data(), d2.data(), n);
+      CHECK(std::memcmp(d1.data(), d2.data(), 2 * n) == 0);
+      plain.log_softmax(x.data(), y2.data(), n);
+      hw.log_softmax_backward(y2.data(), dy.data(), d1.data(), n);
+      plain.log_softmax_backward(y2.data(), dy.data(), d2.data(), n);
+      CHECK(std::memcmp(d1.data(), d2.data(), 2 * n) == 0);
+    }
+  }
+}
+#endif

@@ -164,6 +164,25 @@ inline bool cpu_has_f16c() noexcept {
   return true;
 #endif
 }
+// The avx512 level's bf16 variant (half.hpp, avx512_bf16) needs
+// AVX512_BF16 (CPUID leaf 7 subleaf 1, EAX bit 5) and, as its TU is built
+// with -mavx512bf16 (which implies -mavx512bw) and -mavx512dq (without
+// which xsimd 8.1 cannot build its avx512bw arch), AVX512BW and DQ (leaf 7,
+// EBX bits 30, 17). Every CPU with AVX512_BF16 so far has both.
+inline bool cpu_has_avx512_bf16() noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  unsigned a, b, c, d;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+  if (a < 7) return false;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+  const bool bw_dq = ((b >> 30) & 1u) && ((b >> 17) & 1u);
+  if (!bw_dq || a < 1) return false;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+  return (a >> 5) & 1u;
+#else
+  return false;
+#endif
+}
 #endif
 
 template <class H>
@@ -198,6 +217,15 @@ struct isa_tables {
 #define SMAX_DECLARE_TABLES(isa, arch, check) const isa_tables& tables_##isa() noexcept;
 SMAX_ISAS(SMAX_DECLARE_TABLES)
 #undef SMAX_DECLARE_TABLES
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+// The avx512 level's bf16 functions built for avx512_bf16 (the same
+// kernels, narrowing with vcvtneps2bf16; SMAX_DYNAMIC_ISA=avx512_bf16). The
+// dispatcher puts them in the avx512 level's tables when
+// cpu_has_avx512_bf16() and SMAX_AVX512_BF16 is not "0"; the same bits
+// either way.
+const half_table<bf16>& bf16_table_avx512_bf16() noexcept;
+#endif
 
 }  // namespace detail
 }  // namespace smax

@@ -20,6 +20,34 @@
 namespace smax {
 namespace detail {
 
+#if XSIMD_WITH_AVX512F
+// The arch tag of the avx512 level's bf16 variant: AVX-512F code built with
+// -mavx512bf16 (src/smax_dynamic_isa.cpp, SMAX_DYNAMIC_ISA=avx512_bf16), whose
+// narrow() rounds with vcvtneps2bf16. A tag of its own so that its
+// instantiations never merge with the plain avx512 ones at link time.
+struct avx512_bf16 : xsimd::avx512f {
+  static constexpr char const* name() noexcept { return "avx512_bf16"; }
+};
+#endif
+
+}  // namespace detail
+}  // namespace smax
+
+#if XSIMD_WITH_AVX512F
+namespace xsimd {
+namespace types {
+template <class T>
+struct get_bool_simd_register<T, smax::detail::avx512_bf16> {
+  using type = simd_avx512_bool_register<T>;
+};
+XSIMD_DECLARE_SIMD_REGISTER_ALIAS(smax::detail::avx512_bf16, avx512f);
+}  // namespace types
+}  // namespace xsimd
+#endif
+
+namespace smax {
+namespace detail {
+
 template <class H>
 constexpr bool is_half_v = std::is_same<H, bf16>::value || std::is_same<H, fp16>::value;
 template <class H>
@@ -50,6 +78,7 @@ template <class A, class H>
 SMAX_INLINE xsimd::batch<float, A> widen(const H* p) noexcept {
   using B = xsimd::batch<float, A>;
   constexpr bool bf = std::is_same<H, bf16>::value;
+  if constexpr (std::is_same<H, float>::value) return B::load_unaligned(p);
 #if defined(__AVX512F__)
   if constexpr (std::is_base_of<xsimd::avx512f, A>::value) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -98,7 +127,12 @@ SMAX_INLINE xsimd::batch<std::uint32_t, A> bf16_round_bits(xsimd::batch<float, A
   return xsimd::bitwise_cast<U>(xsimd::select(nan, xsimd::bitwise_cast<I>(quiet), xsimd::bitwise_cast<I>(rounded)));
 }
 
-template <class A, class H>
+// What narrow() may be given: any float, or only normal numbers, zeros,
+// infs and NaNs (a kernel's probabilities, which form no subnormal: the
+// AVX512_BF16 rounding then needs no subnormal test).
+enum class narrow_input { any, no_subnormal };
+
+template <class A, narrow_input In = narrow_input::any, class H>
 SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
   using B = xsimd::batch<float, A>;
   constexpr bool bf = std::is_same<H, bf16>::value;
@@ -106,6 +140,21 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
   if constexpr (std::is_base_of<xsimd::avx512f, A>::value) {
     __m256i h;
     if constexpr (bf) {
+#if defined(__AVX512BF16__)
+      // vcvtneps2bf16 rounds as bf16_round_bits does, NaN and overflow
+      // included, but reads a subnormal float as 0: unless the caller rules
+      // them out, a vector holding one takes the integer path below. The
+      // test is on the bits (vfpclassps would obey DAZ and miss them); it
+      // costs the in-cache softmax about 10% (Zen 5), hence no_subnormal.
+      bool exact = true;
+      if constexpr (In == narrow_input::any) {
+        const __m512i bits = _mm512_castps_si512(v);
+        exact = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7f800000)), bits,
+                                            _mm512_set1_epi32(0x007fffff)) == 0;
+      }
+      if (__builtin_expect(exact, 1))
+        return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
+#endif
       // bf16_round_bits in AVX-512 intrinsics: a compare to a mask, one blend
       const __m512i u = _mm512_castps_si512(v);
       const __m512i hi = _mm512_srli_epi32(u, 16);

@@ -184,6 +184,10 @@ SMAX_INLINE xsimd::batch<T, A> load_partial(const T* p, std::size_t rem, T fill)
   return xsimd::batch<T, A>::load_unaligned(buf);
 }
 
+// The type a source array of S is computed in: float for the 16-bit types.
+template <class S>
+using compute_t = std::conditional_t<is_half_v<S>, float, S>;
+
 // Loads of a source array S into batches of T: a plain load when S is T,
 // the widening load of half.hpp when S is bf16 / fp16 (T float). The passes
 // that take 16-bit x directly (two_pass_sum) are written on these.
@@ -337,17 +341,18 @@ struct compensated<A, float> {
 // included) for what the fold may drop: x86 max and min return their second
 // operand when either is NaN. (seen takes a whole chunk at once so that its
 // own running state adds one step per chunk to the loop's dependency chain.)
-template <class A, class T, class Fold, class Seen>
-SMAX_INLINE xsimd::batch<T, A> extremum_pass(const T* x, std::size_t n, T fill, Fold&& fold, Seen&& seen) noexcept {
+// x may be 16-bit (S), T float: each vector is widened as it is loaded.
+template <class A, class S, class T, class Fold, class Seen>
+SMAX_INLINE xsimd::batch<T, A> extremum_pass(const S* x, std::size_t n, T fill, Fold&& fold, Seen&& seen) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   B m0(fill), m1(fill), m2(fill), m3(fill);
   std::size_t i = 0;
-  const bool far = n * sizeof(T) >= prefetch_min_bytes;
+  const bool far = n * sizeof(S) >= prefetch_min_bytes;
   for (; i + 4 * W <= n; i += 4 * W) {
-    if (far) prefetch_ahead<A, 4>(x + i);
-    const B v0 = B::load_unaligned(x + i), v1 = B::load_unaligned(x + i + W);
-    const B v2 = B::load_unaligned(x + i + 2 * W), v3 = B::load_unaligned(x + i + 3 * W);
+    if (far) prefetch_as<A, 4, T>(x + i);
+    const B v0 = load_as<A, T>(x + i), v1 = load_as<A, T>(x + i + W);
+    const B v2 = load_as<A, T>(x + i + 2 * W), v3 = load_as<A, T>(x + i + 3 * W);
     m0 = fold(m0, v0);
     m1 = fold(m1, v1);
     m2 = fold(m2, v2);
@@ -355,12 +360,12 @@ SMAX_INLINE xsimd::batch<T, A> extremum_pass(const T* x, std::size_t n, T fill, 
     seen(v0, v1, v2, v3);
   }
   for (; i + W <= n; i += W) {
-    const B v = B::load_unaligned(x + i);
+    const B v = load_as<A, T>(x + i);
     m0 = fold(m0, v);
     seen(v);
   }
   if (i < n) {
-    const B v = load_partial<A>(x + i, n - i, fill);
+    const B v = load_as_partial<A, T>(x + i, n - i, fill);
     m1 = fold(m1, v);
     seen(v);
   }
@@ -386,8 +391,8 @@ struct vector_min {
 
 // Max over x[0..n-1] (-inf for n = 0). A NaN met may have been dropped by
 // x86's max (see extremum_pass); the callers' sums catch it instead.
-template <class A, class T>
-T reduce_max(const T* x, std::size_t n) noexcept {
+template <class A, class S, class T = compute_t<S>>
+T reduce_max(const S* x, std::size_t n) noexcept {
   return hmax<A>(extremum_pass<A>(x, n, -std::numeric_limits<T>::infinity(), vector_max{}, ignore_vectors{}));
 }
 
@@ -535,8 +540,8 @@ enum class sink { ordinary, stream_aligned, stream_writer };
 // The body of sum_map on x[0..n-1]: the values go to y with ordinary
 // stores, with streaming stores (y vector-aligned), or through a
 // stream_writer (in order). Adds into total.
-template <class A, sink S, class T, class F>
-SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& total, std::size_t head) noexcept {
+template <class A, sink S, class T, class Src, class F>
+SMAX_INLINE void run(const Src* x, T* y, std::size_t n, F& f, compensated<A, T>& total, std::size_t head) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t U = loop_shape<A>::unroll;
@@ -561,17 +566,17 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& t
       e.store_unaligned(y + i);
   };
   std::size_t i = 0;
-  const bool far = n * sizeof(T) >= prefetch_min_bytes;
+  const bool far = n * sizeof(Src) >= prefetch_min_bytes;
   while (i + U * W <= n) {
     B acc[U];
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) acc[u] = B(T(0));
     const std::size_t end = (n - i >= block) ? i + block : i + ((n - i) / (U * W)) * (U * W);
     for (; i < end; i += U * W) {
-      if (far) prefetch_ahead<A, U>(x + i);
+      if (far) prefetch_as<A, U, T>(x + i);
       B e[U];
 #pragma GCC unroll 16
-      for (std::size_t u = 0; u < U; ++u) e[u] = f(B::load_unaligned(x + i + u * W));
+      for (std::size_t u = 0; u < U; ++u) e[u] = f(load_as<A, T>(x + i + u * W));
       if (y) {
 #pragma GCC unroll 16
         for (std::size_t u = 0; u < U; ++u) put(i + u * W, e[u]);
@@ -589,13 +594,13 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& t
   }
   B rest(T(0));
   for (; i + W <= n; i += W) {
-    const B e = f(B::load_unaligned(x + i));
+    const B e = f(load_as<A, T>(x + i));
     if (y) put(i, e);
     rest += e;
   }
   if (i < n) {
     const std::size_t r = n - i;
-    const B e = f(load_partial<A>(x + i, r, T(0)));
+    const B e = f(load_as_partial<A, T>(x + i, r, T(0)));
     if constexpr (S == sink::stream_writer)
       writer.put_partial(e, r);
     else if (y)
@@ -611,9 +616,9 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f, compensated<A, T>& t
 // Sum over i of f(x[i]) (f: batch -> batch), in double; when `y` is not null
 // also stores f(x[i]) to y[i] (the reload variant; streaming stores when the
 // output is large, see stream_min_bytes). Tail lanes are masked out of the
-// sum, so f may return anything for the padding.
-template <class A, class T, class F>
-SMAX_FLATTEN double sum_map(const T* x, T* y, std::size_t n, F&& f) noexcept {
+// sum, so f may return anything for the padding. x may be 16-bit (T float).
+template <class A, class T, class Src, class F>
+SMAX_FLATTEN double sum_map(const Src* x, T* y, std::size_t n, F&& f) noexcept {
   static_assert((loop_shape<A>::unroll & (loop_shape<A>::unroll - 1)) == 0, "unroll must be a power of two");
   compensated<A, T> total;
   std::size_t head = 0;

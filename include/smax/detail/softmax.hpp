@@ -85,11 +85,32 @@ SMAX_INLINE T clamp_floor(T m) noexcept {
 // plain shifted_exp is used. Pass 2 stores its terms in y for pass 3 to
 // reload, or pass 3 computes them again.
 enum class exp_terms { recompute, reload };
+
+// Passes 1 and 2 of three-pass: m = max x, then the sum s of the terms,
+// each stored to terms[i] unless terms is null; then finish(s, normalized),
+// normalized(inv) giving the map x -> term * inv. False (nothing called)
+// when m is not finite. x may be 16-bit (T float).
+template <class A, class T, class S, class Finish>
+SMAX_INLINE bool three_pass_sum(const S* x, T* terms, std::size_t n, Finish&& finish) noexcept {
+  const T m = reduce_max<A>(x, n);
+  if (!is_finite(m)) return false;
+  if (use_split(m)) {
+    double r;
+    const T E = ref_exponent(m, r);
+    const T lo = clamp_floor(m);
+    const double s = sum_map<A>(x, terms, n, exp_ref<A, T>(lo, E, T(1)));
+    finish(s, [&](T inv) { return exp_ref<A, T>(lo, E, inv); });
+  } else {
+    const shifted_exp<A, T, false> ex(m);
+    const double s = sum_map<A>(x, terms, n, ex);
+    finish(s, [&](T inv) { return scaled_shifted_exp<A, T, false>(ex, inv); });
+  }
+  return true;
+}
+
 template <class A, class T>
 SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, exp_terms terms) noexcept {
   const bool reload = terms == exp_terms::reload;
-  const T m = reduce_max<A>(x, n);
-  if (!is_finite(m)) return softmax_nonfinite(x, y, n, result_form::probabilities);
   const auto finish = [&](double s, auto&& normalized) {
     if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
     if (reload) {
@@ -98,17 +119,8 @@ SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, exp_terms 
       map<A, staged>(x, y, n, normalized(static_cast<T>(1.0 / s)));
     }
   };
-  if (use_split(m)) {
-    double r;
-    const T E = ref_exponent(m, r);
-    const T lo = clamp_floor(m);
-    const double s = sum_map<A>(x, reload ? y : static_cast<T*>(nullptr), n, exp_ref<A, T>(lo, E, T(1)));
-    finish(s, [&](T inv) { return exp_ref<A, T>(lo, E, inv); });
-  } else {
-    const shifted_exp<A, T, false> ex(m);
-    const double s = sum_map<A>(x, reload ? y : static_cast<T*>(nullptr), n, ex);
-    finish(s, [&](T inv) { return scaled_shifted_exp<A, T, false>(ex, inv); });
-  }
+  if (!three_pass_sum<A>(x, reload ? y : static_cast<T*>(nullptr), n, finish))
+    softmax_nonfinite(x, y, n, result_form::probabilities);
 }
 
 // The single-pass reductions (online, two_pass) below clamp x at -limit and

@@ -54,17 +54,18 @@ void softmax_nonfinite_half(const H* x, Y* y, std::size_t n, bool log) noexcept 
   for (std::size_t i = 0; i < n; ++i) y[i] = (to_float(x[i]) == inf) ? share : rest;
 }
 
-template <class A, class Y>
+template <class A, narrow_input In, class Y>
 SMAX_INLINE void put_float(Y* p, xsimd::batch<float, A> v) noexcept {
   if constexpr (std::is_same<Y, float>::value)
     v.store_unaligned(p);
   else
-    narrow<A>(p, v);
+    narrow<A, In>(p, v);
 }
 
 // y[i] = f(float(x[i])), rounded once to Y. x == y allowed (H == Y): every
-// load of an iteration (or of a streamed chunk) comes before its stores.
-template <class A, class H, class Y, class F>
+// load of an iteration (or of a streamed chunk) comes before its stores. In:
+// what f returns (narrow_input).
+template <class A, narrow_input In, class H, class Y, class F>
 SMAX_INLINE void map_half_plain(const H* x, Y* y, std::size_t n, F& f, bool far) noexcept {
   using B = xsimd::batch<float, A>;
   constexpr std::size_t W = B::size;
@@ -75,19 +76,19 @@ SMAX_INLINE void map_half_plain(const H* x, Y* y, std::size_t n, F& f, bool far)
 #pragma GCC unroll 4
     for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + u * W);
 #pragma GCC unroll 4
-    for (std::size_t u = 0; u < 4; ++u) put_float<A>(y + i + u * W, f(v[u]));
+    for (std::size_t u = 0; u < 4; ++u) put_float<A, In>(y + i + u * W, f(v[u]));
   }
-  for (; i + W <= n; i += W) put_float<A>(y + i, f(widen<A>(x + i)));
+  for (; i + W <= n; i += W) put_float<A, In>(y + i, f(widen<A>(x + i)));
   if (i < n) {
     alignas(64) H in[W] = {};
     alignas(64) Y out[W];
     std::memcpy(in, x + i, (n - i) * sizeof(H));
-    put_float<A>(out, f(widen<A>(in)));
+    put_float<A, In>(out, f(widen<A>(in)));
     std::memcpy(y + i, out, (n - i) * sizeof(Y));
   }
 }
 
-template <class A, class H, class Y, class F>
+template <class A, narrow_input In, class H, class Y, class F>
 SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f) noexcept {
   using B = xsimd::batch<float, A>;
   constexpr std::size_t W = B::size;
@@ -101,7 +102,7 @@ SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f) noexcept {
       const std::size_t head = ((align - addr % align) % align) / sizeof(Y);
       constexpr std::size_t C = stream_chunk_bytes / sizeof(Y);
       static_assert(C % (4 * W) == 0, "a chunk must be whole iterations");
-      map_half_plain<A>(x, y, head, f, false);
+      map_half_plain<A, In>(x, y, head, f, false);
       std::size_t i = head;
       alignas(64) Y stage[C];
       for (; i + C <= n; i += C) {
@@ -111,7 +112,7 @@ SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f) noexcept {
 #pragma GCC unroll 4
           for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + k + u * W);
 #pragma GCC unroll 4
-          for (std::size_t u = 0; u < 4; ++u) put_float<A>(stage + k + u * W, f(v[u]));
+          for (std::size_t u = 0; u < 4; ++u) put_float<A, In>(stage + k + u * W, f(v[u]));
         }
         const float* s = reinterpret_cast<const float*>(stage);
         float* d = reinterpret_cast<float*>(y + i);
@@ -119,10 +120,10 @@ SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f) noexcept {
         for (std::size_t b = 0; b < C * sizeof(Y) / sizeof(float); b += W) store_stream<A>(d + b, B::load_aligned(s + b));
       }
       stream_fence<A>();
-      return map_half_plain<A>(x + i, y + i, n - i, f, false);
+      return map_half_plain<A, In>(x + i, y + i, n - i, f, false);
     }
   }
-  map_half_plain<A>(x, y, n, f, far);
+  map_half_plain<A, In>(x, y, n, f, far);
 }
 
 // Calls g(block, offset, length) for x widened a block at a time.
@@ -153,7 +154,8 @@ bool softmax_half_two_pass(const H* x, Y* y, std::size_t n) noexcept {
   double s;
   float Emax;
   if (!two_pass_sum<A>(x, n, s, Emax)) return false;
-  map_half<A>(x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s)));
+  map_half<A, narrow_input::no_subnormal>(
+      x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s)));
   return true;
 }
 
@@ -191,7 +193,7 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept
     });
     if (!(rest == rest)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
     const B lb(static_cast<float>(std::log(c) + std::log1p(rest / c)));
-    map_half<A>(x, y, n, [&](B v) { return (v - mb) - lb; });
+    map_half<A, narrow_input::any>(x, y, n, [&](B v) { return (v - mb) - lb; });
   };
   if (use_split(m)) {
     double r;
@@ -201,13 +203,13 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept
     if (log) return write_log(exp_ref<A, float>(lo, E, 1.0f), std::exp(-r));
     const double s = sum(exp_ref<A, float>(lo, E, 1.0f));
     if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
-    map_half<A>(x, y, n, exp_ref<A, float>(lo, E, static_cast<float>(1.0 / s)));
+    map_half<A, narrow_input::no_subnormal>(x, y, n, exp_ref<A, float>(lo, E, static_cast<float>(1.0 / s)));
   } else {
     const shifted_exp<A, float, false> ex(m);
     if (log) return write_log(ex, 1.0);
     const double s = sum(ex);
     if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
-    map_half<A>(x, y, n, scaled_shifted_exp<A, float, false>(ex, static_cast<float>(1.0 / s)));
+    map_half<A, narrow_input::no_subnormal>(x, y, n, scaled_shifted_exp<A, float, false>(ex, static_cast<float>(1.0 / s)));
   }
 }
 
@@ -223,27 +225,32 @@ inline float* row_buffer(std::size_t n) noexcept {
   return buf.get();
 }
 
+// In cache, any algorithm: three-pass reload (one exp per element, where the
+// staged two-pass takes two) reading x as 16-bit: max; the terms stored to
+// the float buffer `terms` and summed; y = term / s, rounded once. No pass
+// of its own to widen x or to narrow y.
+template <class A, class H, class Y>
+SMAX_FLATTEN void softmax_half_reload(const H* x, Y* y, std::size_t n, float* terms) noexcept {
+  const auto finish = [&](double s, auto&&) {
+    if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
+    map_half<A, narrow_input::no_subnormal>(static_cast<const float*>(terms), y, n,
+                                            scale_normal<A, float>(static_cast<float>(1.0 / s)));
+  };
+  if (!three_pass_sum<A>(x, terms, n, finish)) softmax_nonfinite_half(x, y, n, false);
+}
+
 template <class A, class H, class Y>
 void softmax_half(const H* x, Y* y, std::size_t n, algorithm a, bool log) noexcept {
   if (n == 0) return;
   if (!log && n <= half_block) {
-    alignas(64) float buf[half_block];
-    widen_block<A>(x, buf, n);
-    detail::softmax<A>(buf, buf, n, a);
-    return narrow_block<A>(buf, y, n);
+    alignas(64) float terms[half_block];
+    return softmax_half_reload<A>(x, y, n, terms);
   }
-  if (!log && n <= half_whole_row) {
-    // In cache: the whole row widened, the float kernel (reload: one exp per
-    // element, where the staged two-pass takes two), narrowed. The buffer is
-    // kept per thread (a fresh 1 MiB allocation is mapped and faulted in on
-    // every call); without it (allocation failed) the staged path below
-    // gives the result.
-    if (float* buf = row_buffer(n)) {
-      widen_block<A>(x, buf, n);
-      detail::softmax<A>(buf, buf, n, a);
-      return narrow_block<A>(buf, y, n);
-    }
-  }
+  // The row's terms in a buffer kept per thread (a fresh 1 MiB allocation is
+  // mapped and faulted in on every call); without it (allocation failed) the
+  // staged passes below give the result.
+  if (!log && n <= half_whole_row)
+    if (float* terms = row_buffer(n)) return softmax_half_reload<A>(x, y, n, terms);
   const bool single = a == algorithm::automatic || a == algorithm::two_pass || a == algorithm::online;
   if (!log && single && softmax_half_two_pass<A>(x, y, n)) return;
   softmax_half_three_pass<A>(x, y, n, log);
