@@ -113,24 +113,26 @@ SMAX_INLINE xsimd::batch<float, A> widen(const H* p) noexcept {
   return B::load_aligned(buf);
 }
 
+// What narrow() may be given: any float, or only finite normal numbers and
+// zeros (a kernel's probabilities: NaN and inf inputs are filled, not
+// computed, and no subnormal is formed). The latter needs no NaN select
+// and, with AVX512_BF16, no subnormal test.
+enum class narrow_input { any, finite_normal };
+
 // bf16_from_bits per lane. The NaN test compares as signed: both sides are
 // below 2^31, and xsimd 8.1 has no SSE2/AVX2 kernel for an unsigned 32-bit
 // compare (it takes its generic path).
-template <class A>
+template <class A, narrow_input In = narrow_input::any>
 SMAX_INLINE xsimd::batch<std::uint32_t, A> bf16_round_bits(xsimd::batch<float, A> v) noexcept {
   using U = xsimd::batch<std::uint32_t, A>;
   using I = xsimd::batch<std::int32_t, A>;
   const U u = xsimd::bitwise_cast<U>(v);
   const U rounded = (u + U(0x7fffu) + ((u >> 16) & U(1u))) >> 16;
+  if constexpr (In == narrow_input::finite_normal) return rounded;
   const U quiet = (u >> 16) | U(0x40u);
   const auto nan = xsimd::bitwise_cast<I>(u & U(0x7fffffffu)) > I(0x7f800000);
   return xsimd::bitwise_cast<U>(xsimd::select(nan, xsimd::bitwise_cast<I>(quiet), xsimd::bitwise_cast<I>(rounded)));
 }
-
-// What narrow() may be given: any float, or only normal numbers, zeros,
-// infs and NaNs (a kernel's probabilities, which form no subnormal: the
-// AVX512_BF16 rounding then needs no subnormal test).
-enum class narrow_input { any, no_subnormal };
 
 template <class A, narrow_input In = narrow_input::any, class H>
 SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
@@ -145,7 +147,7 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
       // included, but reads a subnormal float as 0: unless the caller rules
       // them out, a vector holding one takes the integer path below. The
       // test is on the bits (vfpclassps would obey DAZ and miss them); it
-      // costs the in-cache softmax about 10% (Zen 5), hence no_subnormal.
+      // costs the in-cache softmax about 10% (Zen 5), hence finite_normal.
       bool exact = true;
       if constexpr (In == narrow_input::any) {
         const __m512i bits = _mm512_castps_si512(v);
@@ -159,10 +161,13 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
       const __m512i u = _mm512_castps_si512(v);
       const __m512i hi = _mm512_srli_epi32(u, 16);
       const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-      const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-      const __mmask16 nan =
-          _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-      h = _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi, _mm512_set1_epi32(0x40))));
+      __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+      if constexpr (In == narrow_input::any) {
+        const __mmask16 nan =
+            _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+        r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+      }
+      h = _mm512_cvtepi32_epi16(r);
     }
     else h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
@@ -171,7 +176,7 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
 #if defined(__AVX2__)
   if constexpr (std::is_base_of<xsimd::avx2, A>::value) {
     if constexpr (bf) {
-      const __m256i r = bf16_round_bits<A>(v);  // each lane < 2^16: packus is exact
+      const __m256i r = bf16_round_bits<A, In>(v);  // each lane < 2^16: packus is exact
       const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
       return _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
     }
@@ -183,13 +188,13 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
 #if defined(__SSE2__)
   if constexpr (bf && std::is_base_of<xsimd::sse2, A>::value && B::size == 4) {
     // sign-extend each 16-bit result so that the signed pack keeps it
-    const __m128i r = _mm_srai_epi32(_mm_slli_epi32(bf16_round_bits<A>(v), 16), 16);
+    const __m128i r = _mm_srai_epi32(_mm_slli_epi32(bf16_round_bits<A, In>(v), 16), 16);
     return _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi32(r, r));
   }
 #endif
 #if defined(__aarch64__)
   if constexpr (std::is_base_of<xsimd::neon64, A>::value) {
-    if constexpr (bf) return vst1_u16(reinterpret_cast<std::uint16_t*>(p), vmovn_u32(bf16_round_bits<A>(v)));
+    if constexpr (bf) return vst1_u16(reinterpret_cast<std::uint16_t*>(p), vmovn_u32(bf16_round_bits<A, In>(v)));
     else return vst1_u16(reinterpret_cast<std::uint16_t*>(p), vreinterpret_u16_f16(vcvt_f16_f32(v)));
   }
 #endif

@@ -154,7 +154,7 @@ bool softmax_half_two_pass(const H* x, Y* y, std::size_t n) noexcept {
   double s;
   float Emax;
   if (!two_pass_sum<A>(x, n, s, Emax)) return false;
-  map_half<A, narrow_input::no_subnormal>(
+  map_half<A, narrow_input::finite_normal>(
       x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s)));
   return true;
 }
@@ -203,13 +203,13 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept
     if (log) return write_log(exp_ref<A, float>(lo, E, 1.0f), std::exp(-r));
     const double s = sum(exp_ref<A, float>(lo, E, 1.0f));
     if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
-    map_half<A, narrow_input::no_subnormal>(x, y, n, exp_ref<A, float>(lo, E, static_cast<float>(1.0 / s)));
+    map_half<A, narrow_input::finite_normal>(x, y, n, exp_ref<A, float>(lo, E, static_cast<float>(1.0 / s)));
   } else {
     const shifted_exp<A, float, false> ex(m);
     if (log) return write_log(ex, 1.0);
     const double s = sum(ex);
     if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
-    map_half<A, narrow_input::no_subnormal>(x, y, n, scaled_shifted_exp<A, float, false>(ex, static_cast<float>(1.0 / s)));
+    map_half<A, narrow_input::finite_normal>(x, y, n, scaled_shifted_exp<A, float, false>(ex, static_cast<float>(1.0 / s)));
   }
 }
 
@@ -233,7 +233,7 @@ template <class A, class H, class Y>
 SMAX_FLATTEN void softmax_half_reload(const H* x, Y* y, std::size_t n, float* terms) noexcept {
   const auto finish = [&](double s, auto&&) {
     if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
-    map_half<A, narrow_input::no_subnormal>(static_cast<const float*>(terms), y, n,
+    map_half<A, narrow_input::finite_normal>(static_cast<const float*>(terms), y, n,
                                             scale_normal<A, float>(static_cast<float>(1.0 / s)));
   };
   if (!three_pass_sum<A>(x, terms, n, finish)) softmax_nonfinite_half(x, y, n, false);
