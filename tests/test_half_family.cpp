@@ -51,6 +51,7 @@ template <class H, class F, class Fwd>
 void check_function(const char* name, kind k, F&& f, Fwd&& fwd, double sigma = 2.0) {
   const H guard = H::from_bits(0x7bcd);
   std::vector<std::size_t> ns{1, 2, 7, 16, 33, 100, 1000, 4097};
+  if (smax_test::max_n() >= 20000) ns.push_back(16385);    // two blocks of an element-wise member
   if (smax_test::max_n() >= 300000) ns.push_back(270001);  // beyond the kept workspace
   for (const auto& isa : isas()) {
     use_isa scope(isa);
@@ -282,6 +283,13 @@ TEMPLATE_TEST_CASE("16-bit family: bad arguments throw and write nothing", "[hal
   CHECK_THROWS_AS(d::ssmax(x.data(), y.data(), 64, std::numeric_limits<float>::infinity()), std::invalid_argument);
   CHECK_THROWS_AS(d::sigmoid_attention(x.data(), y.data(), 64, std::numeric_limits<float>::quiet_NaN()),
                   std::invalid_argument);
+  {  // an element-wise member's long row runs in blocks: the first one checks
+    const std::vector<H> xl = logits<H>(40000, 2.0, 2);
+    std::vector<H> yl(40000, guard);
+    CHECK_THROWS_AS(d::sigmoid_attention(xl.data(), yl.data(), 40000, std::numeric_limits<float>::infinity()),
+                    std::invalid_argument);
+    CHECK(std::all_of(yl.begin(), yl.end(), [&](H h) { return h.bits == guard.bits; }));
+  }
   CHECK_THROWS_AS(d::cross_entropy_backward(x.data(), 64, 64, 1.0, y.data()), std::invalid_argument);
   CHECK_THROWS_AS(d::cross_entropy(x.data(), 64, 64), std::invalid_argument);
   std::uint32_t ix[65];

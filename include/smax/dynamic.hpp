@@ -226,7 +226,7 @@ namespace dynamic {
 
 #define SMAX_DYNAMIC_HALF_SINGLE(H, ret, name, params, args)                                                   \
   inline ret name params {                                                                                    \
-    return detail::call_widened<detail::dynamic_conversion, H>(                                               \
+    return detail::call_widened<detail::half_elementwise(#name), detail::dynamic_conversion, H>(              \
         n, [](auto... a) -> ret { return name(a...); }, SMAX_HALF_PARENS args);                               \
   }
 #define SMAX_DYNAMIC_HALF_XY(H, name, params, args)                                                            \

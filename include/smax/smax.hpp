@@ -1125,14 +1125,16 @@ SMAX_SEEDS_BATCHED_BACKWARD(asentmax_backward, detail::check_asentmax("smax::ase
 // (within one 16-bit ulp of the float kernel's result; special values and
 // bad arguments exactly as for float, nothing written before the checks).
 // Rows up to 2^18 use this thread's kept workspace; longer rows allocate
-// for the call (std::bad_alloc if that fails). The list: SMAX_HALF_FAMILY.
+// for the call (std::bad_alloc if that fails), except for the element-wise
+// members (sigmoid_attention and its backward), which run a block of 2^14
+// at a time through the workspace. The list: SMAX_HALF_FAMILY.
 // Three spellings, as the float forms: an arch tag, the default arch, and
 // smax::dynamic:: (dynamic.hpp). (The enable_if sits in the return type:
 // the float forms' template heads have the same shape.)
 #define SMAX_HALF_SINGLE(H_, ret, name, params, args)                                                           \
   template <class A, class H>                                                                                   \
   std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, ret> name(A, SMAX_HALF_PARENS params) {       \
-    return detail::call_widened<detail::arch_conversion<A>, H>(                                                 \
+    return detail::call_widened<detail::half_elementwise(#name), detail::arch_conversion<A>, H>(                \
         n, [](auto... a) -> ret { return name(A{}, a...); }, SMAX_HALF_PARENS args);                            \
   }                                                                                                             \
   template <class H, class DefaultArch = xsimd::default_arch>                                                   \

@@ -143,7 +143,7 @@ class widened_arguments {
 // kernel(float arguments...) on the 16-bit call's arguments; returns what
 // the kernel returns. The outputs are written only when the kernel returns.
 template <class Conv, class H, class K, class... Args>
-decltype(auto) call_widened(std::size_t n, K&& kernel, Args... args) {
+decltype(auto) call_widened_whole(std::size_t n, K&& kernel, Args... args) {
   constexpr std::size_t arrays =
       (std::size_t(0) + ... + std::size_t(std::is_same<Args, const H*>::value || std::is_same<Args, H*>::value));
   half_workspace ws(arrays * half_workspace::room(n));
@@ -156,6 +156,48 @@ decltype(auto) call_widened(std::size_t n, K&& kernel, Args... args) {
     R r = kernel(w(args)...);
     w.narrow_outputs();
     return r;
+  }
+}
+
+// The members whose every output depends on its own element alone (the
+// list is by name: the SMAX_HALF_FAMILY entries pass #name).
+constexpr bool same_name(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
+constexpr bool half_elementwise(const char* name) {
+  return same_name(name, "sigmoid_attention") || same_name(name, "sigmoid_attention_backward");
+}
+
+// Elements per block of an element-wise member's long row: its (up to
+// four) float arrays in 256 KiB, in L2 on every core smax targets.
+constexpr std::size_t half_elementwise_block = std::size_t(1) << 14;
+
+// An argument of block [o, o + len) of an element-wise call: arrays offset,
+// the length replaced, scalars as they are.
+template <class U>
+U block_argument(U u, std::size_t o, std::size_t len) noexcept {
+  if constexpr (std::is_pointer<U>::value)
+    return u + o;
+  else if constexpr (std::is_same<U, std::size_t>::value)
+    return len;
+  else
+    return u;
+}
+
+// call_widened_whole, or for an element-wise member a block at a time (the
+// kept workspace, in cache: no float copy of a long row, whose allocation
+// and page faults cost more than the kernel). The first block checks the
+// arguments before anything is written, as the whole call would.
+template <bool Elementwise, class Conv, class H, class K, class... Args>
+decltype(auto) call_widened(std::size_t n, K&& kernel, Args... args) {
+  if constexpr (Elementwise) {
+    for (std::size_t o = 0; o < n || o == 0; o += half_elementwise_block) {
+      const std::size_t len = std::min(half_elementwise_block, n - o);
+      call_widened_whole<Conv, H>(len, kernel, block_argument(args, o, len)...);
+    }
+  } else {
+    return call_widened_whole<Conv, H>(n, kernel, args...);
   }
 }
 
