@@ -28,6 +28,7 @@ set(SMAX_DISPATCH_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/../src" CACHE INTERNAL "
 # tests' per-ISA probes and the bench's per-ISA files all take them here).
 # The C++ side of the list is SMAX_ISAS in include/smax/detail/dispatch.hpp.
 function(smax_dispatch_isas prefix)
+  set(variants "")
   if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$")
     set(isas sse2 avx2 avx512)
     set(variants avx512_bf16)

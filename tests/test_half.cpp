@@ -196,7 +196,7 @@ bool all_i(std::size_t n, P&& pred) {
 }
 
 const std::vector<std::size_t>& half_sizes() {
-  // up to 2^18 the row is widened whole; 270001 takes the blocked passes
+  // up to 2^18 three-pass reload on the whole row; 270001 takes the two-pass / blocked passes
   static const std::vector<std::size_t> s{1, 2, 3, 7, 16, 17, 33, 100, 1000, 2048, 2049, 4097, 70001, 270001};
   return s;
 }

@@ -411,11 +411,12 @@ void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, e
 // even): a 16-bit output is within one 16-bit ulp of the exact result of the
 // 16-bit inputs (fp16 outputs below 2^-14: within 2^-24), a float output
 // within the float contract above. Special values as for float; fp16's
-// largest finite 65504 and bf16's ~3.4e38 never give inf or NaN. `a` as for
-// float up to 2^18 elements (the row widened whole: on the stack up to 2048,
-// else in a per-thread 1 MiB buffer kept for the thread's life); longer rows
-// run two_pass over L1 blocks for automatic, two_pass and online (reads 2n,
-// writes n: the 16-bit roofline), the recompute form for both three_pass.
+// largest finite 65504 and bf16's ~3.4e38 never give inf or NaN. Up to 2^18
+// elements every `a` runs three-pass reload on x as it is (the float terms
+// on the stack up to 2048, else in a per-thread 1 MiB buffer kept for the
+// thread's life); longer rows run two_pass for automatic, two_pass and
+// online (reads 2n, writes n: the 16-bit roofline), the recompute form over
+// L1 blocks for both three_pass.
 template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
 void softmax(A, const H* x, Y* y, std::size_t n, algorithm a = algorithm::automatic) {
   detail::softmax_half<A>(x, y, n, a, false);

@@ -22,9 +22,11 @@ namespace detail {
 
 #if XSIMD_WITH_AVX512F
 // The arch tag of the avx512 level's bf16 variant: AVX-512F code built with
-// -mavx512bf16 (src/smax_dynamic_isa.cpp, SMAX_DYNAMIC_ISA=avx512_bf16), whose
-// narrow() rounds with vcvtneps2bf16. A tag of its own so that its
-// instantiations never merge with the plain avx512 ones at link time.
+// -mavx512bf16 -mavx512dq (src/smax_dynamic_isa.cpp,
+// SMAX_DYNAMIC_ISA=avx512_bf16), whose narrow() rounds with vcvtneps2bf16
+// (only for this tag, and only in a TU built with those flags). A tag of
+// its own so that its instantiations never merge with the plain avx512
+// ones at link time.
 struct avx512_bf16 : xsimd::avx512f {
   static constexpr char const* name() noexcept { return "avx512_bf16"; }
 };
@@ -148,14 +150,20 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
       // them out, a vector holding one takes the integer path below. The
       // test is on the bits (vfpclassps would obey DAZ and miss them); it
       // costs the in-cache softmax about 10% (Zen 5), hence finite_normal.
-      bool exact = true;
-      if constexpr (In == narrow_input::any) {
-        const __m512i bits = _mm512_castps_si512(v);
-        exact = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7f800000)), bits,
-                                            _mm512_set1_epi32(0x007fffff)) == 0;
+      // Only for the avx512_bf16 tag, never for a plain AVX-512 one built
+      // with -mavx512bf16: instantiations of one tag from TUs with other
+      // flags merge at link time (an avx512f copy with this instruction
+      // could serve the dispatcher's avx512 level on a CPU without it).
+      if constexpr (std::is_base_of<avx512_bf16, A>::value) {
+        bool exact = true;
+        if constexpr (In == narrow_input::any) {
+          const __m512i bits = _mm512_castps_si512(v);
+          exact = _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7f800000)), bits,
+                                              _mm512_set1_epi32(0x007fffff)) == 0;
+        }
+        if (__builtin_expect(exact, 1))
+          return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
       }
-      if (__builtin_expect(exact, 1))
-        return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
 #endif
       // bf16_round_bits in AVX-512 intrinsics: a compare to a mask, one blend
       const __m512i u = _mm512_castps_si512(v);

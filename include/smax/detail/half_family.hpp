@@ -192,6 +192,10 @@ U block_argument(U u, std::size_t o, std::size_t len) noexcept {
 template <bool Elementwise, class Conv, class H, class K, class... Args>
 decltype(auto) call_widened(std::size_t n, K&& kernel, Args... args) {
   if constexpr (Elementwise) {
+    // n must be the one std::size_t argument: a seed or an offset
+    // (std::uint64_t, the same type on LP64) would be taken for it.
+    static_assert((std::size_t(0) + ... + std::size_t(std::is_same<Args, std::size_t>::value)) == 1,
+                  "an element-wise member takes n as its only std::size_t argument");
     for (std::size_t o = 0; o < n || o == 0; o += half_elementwise_block) {
       const std::size_t len = std::min(half_elementwise_block, n - o);
       call_widened_whole<Conv, H>(len, kernel, block_argument(args, o, len)...);

@@ -1,11 +1,14 @@
 // smax — softmax and log_softmax of 16-bit logits (bf16, fp16), to 16-bit or
-// float outputs. The float kernels of softmax.hpp run unchanged on blocks
-// widened into an L1 buffer; the final pass widens, computes and rounds each
-// output once, straight from x to y. The sums are float per block and double
-// across blocks; no 16-bit value is ever an intermediate.
+// float outputs. The float kernels' passes of softmax.hpp read x as 16-bit
+// (widening each vector as loaded) or run on blocks widened into an L1
+// buffer; the final pass computes and rounds each output once, straight
+// into y. The sums are float per block and double across blocks; no 16-bit
+// value is ever an intermediate.
 //
-//   n <= 2^18         widen the row (on the stack up to half_block, else
-//                     on the heap), the float kernel in place, narrow
+//   n <= 2^18, softmax, any algorithm:
+//                     three-pass reload on x: max; the float terms stored
+//                     (on the stack up to half_block, else in a per-thread
+//                     buffer) and summed; y = term / s
 //   two_pass, online, automatic (longer rows):
 //                     pass 1: two_pass_sum on x, widened as loaded; pass 2:
 //                     y = e^x 2^-Emax / s. Reads 2n, writes n of 16-bit
@@ -32,8 +35,8 @@ namespace detail {
 // Elements staged per block: 8 KiB of float, in L1 beside the exp's
 // constants on every core smax targets.
 constexpr std::size_t half_block = 2048;
-// Rows up to this many elements (1 MiB of float: L2 on the cores smax
-// targets) are widened whole into a heap buffer for softmax.
+// Rows up to this many elements (1 MiB of float terms: L2 on the cores smax
+// targets) run softmax_half_reload.
 constexpr std::size_t half_whole_row = std::size_t(1) << 18;
 
 // softmax_nonfinite for 16-bit x (see softmax.hpp): NaN -> all NaN, +inf
