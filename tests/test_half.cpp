@@ -2,6 +2,8 @@
 // midpoint, against an exact reference) and softmax / log_softmax of 16-bit
 // logits (within one 16-bit ulp of the exact result of the 16-bit inputs, or
 // the float contract for float outputs), on every ISA compiled in.
+#include <iterator>
+
 #include <smax/dynamic.hpp>
 #include <smax/parallel.hpp>
 
@@ -513,18 +515,27 @@ TEST_CASE("bf16: the avx512 level's AVX512_BF16 variant gives the integer roundi
   const smax::detail::half_table<bf16>& plain = smax::detail::tables_avx512().b16;
   REQUIRE(hw.narrow != plain.narrow);
   // Every float bit pattern (subnormals, NaNs and the overflow to inf
-  // included), narrowed by both.
+  // included), narrowed by both; where large sizes are capped (sanitizers,
+  // QEMU) every upper half with the rounding's edge cases in the lower one.
   {
+    const bool every = smax_test::max_n() >= (std::size_t(1) << 24);
     const std::size_t chunk = std::size_t(1) << 22;
+    const std::uint32_t lows[] = {0x0000, 0x0001, 0x3fff, 0x7ffe, 0x7fff, 0x8000, 0x8001, 0xbfff, 0xfffe, 0xffff};
     std::vector<std::uint32_t> bits(chunk);
     std::vector<bf16> a(chunk), b(chunk);
     std::uint64_t differ = 0;
-    for (std::uint64_t base = 0; base < (std::uint64_t(1) << 32); base += chunk) {
-      for (std::size_t i = 0; i < chunk; ++i) bits[i] = static_cast<std::uint32_t>(base + i);
+    const std::uint64_t total = every ? (std::uint64_t(1) << 32) : (std::uint64_t(1) << 16) * std::size(lows);
+    for (std::uint64_t base = 0; base < total; base += chunk) {
+      const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, total - base));
+      for (std::size_t i = 0; i < len; ++i) {
+        const std::uint64_t k = base + i;
+        bits[i] = every ? static_cast<std::uint32_t>(k)
+                        : static_cast<std::uint32_t>((k / std::size(lows)) << 16 | lows[k % std::size(lows)]);
+      }
       const float* f = reinterpret_cast<const float*>(bits.data());
-      hw.narrow(f, a.data(), chunk);
-      plain.narrow(f, b.data(), chunk);
-      for (std::size_t i = 0; i < chunk; ++i) differ += bits_of(a[i]) != bits_of(b[i]);
+      hw.narrow(f, a.data(), len);
+      plain.narrow(f, b.data(), len);
+      for (std::size_t i = 0; i < len; ++i) differ += bits_of(a[i]) != bits_of(b[i]);
     }
     CHECK(differ == 0);
   }
@@ -532,6 +543,7 @@ TEST_CASE("bf16: the avx512 level's AVX512_BF16 variant gives the integer roundi
   // row buffer, the staged passes), each algorithm, log_softmax, to bf16 and
   // to float, the backward passes, on logits whose outputs span bf16's range.
   for (std::size_t n : {1, 17, 2048, 2049, 70001, 270001}) {
+    if (n > smax_test::max_n()) continue;
     for (double sigma : {3.0, 60.0}) {
       INFO("n = " << n << ", sigma = " << sigma);
       std::vector<bf16> x = logits<bf16>(n, sigma, n + 5);
