@@ -137,6 +137,29 @@ TEST_CASE("backward in place and with special values", "[backward]") {
     smax::dynamic::softmax_backward(y.data(), bad.data(), dx.data(), n);
     for (float v : dx) CHECK(std::isnan(v));
 
+    // An infinite dy_k: the dot product is +inf, clamped to the largest
+    // float; dx_k = +inf, every other dx finite (not NaN), at every length
+    // (the dot product's blocks and its tail).
+    for (std::size_t m : {std::size_t(7), std::size_t(32), std::size_t(100), std::size_t(1000)}) {
+      CAPTURE(isa, m);
+      std::vector<float> u(m, 1.0f / static_cast<float>(m)), g(m, 0.25f), out(m);
+      g[m / 2] = std::numeric_limits<float>::infinity();
+      smax::dynamic::softmax_backward(u.data(), g.data(), out.data(), m);
+      for (std::size_t i = 0; i < m; ++i) {
+        if (i == m / 2) CHECK(out[i] == std::numeric_limits<float>::infinity());
+        else CHECK(std::isfinite(out[i]));
+      }
+    }
+    // A dot product below the normal range (2^-140) is 0, and so is every
+    // dx below it: all zeros, nothing subnormal.
+    {
+      std::vector<float> u(40, 0.0f), g(40, 0.0f), out(40, 1.0f);
+      u[0] = g[0] = 0x1p-70f;
+      u[1] = 0.5f;
+      smax::dynamic::softmax_backward(u.data(), g.data(), out.data(), 40);
+      for (float v : out) CHECK(v == 0.0f);
+    }
+
     // log_softmax output with masked (-inf) entries: their exp is 0, so
     // dx = dy there, and nothing is NaN.
     std::vector<float> lx(n, -std::numeric_limits<float>::infinity()), ly(n);

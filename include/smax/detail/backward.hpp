@@ -48,6 +48,81 @@ double sum_of_pairs(const T* a, const T* b, std::size_t n, F&& f) noexcept {
   return hsum<A>(total.value());
 }
 
+// D::size floats from p, widened to double (x86; xsimd's AVX and AVX-512
+// tags do not derive from SSE2's).
+template <class A>
+SMAX_INLINE xsimd::batch<double, A> load_widened(const float* p) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) return _mm512_cvtps_pd(_mm256_loadu_ps(p));
+  else
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_base_of<xsimd::avx, A>::value) return _mm256_cvtps_pd(_mm_loadu_ps(p));
+  else
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_base_of<xsimd::sse2, A>::value)
+    return _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  else
+#endif
+    return xsimd::batch<double, A>(static_cast<double>(*p));  // (never used: dot_in_double_v)
+}
+
+// Whether dot_normal forms float products in double here (x86).
+template <class A, class T>
+constexpr bool dot_in_double_v = std::is_same<T, float>::value &&
+#if defined(__SSE2__)
+                                 (is_avx512_v<A> || std::is_base_of<xsimd::avx, A>::value ||
+                                  std::is_base_of<xsimd::sse2, A>::value);
+#else
+                                 false;
+#endif
+
+// v, or 0 where it lies below T's smallest normal number (a dot product
+// that would be a subnormal factor of every dx).
+template <class T>
+double normal_or_zero(double v) noexcept {
+  return std::fabs(v) < static_cast<double>(std::numeric_limits<T>::min()) ? 0.0 : v;
+}
+
+// sum_i a_i b_i with no subnormal formed or read. Float on x86: every
+// product in double, where it is exact and never subnormal, and so is every
+// partial sum (a multiple of 2^-298); blocks of 256 products, the blocks
+// compensated. In float, the lane sums of tiny products can cancel to a
+// subnormal (an FMA's tiny result: an assist on Intel), and AVX2's exponent
+// test of each product (mul_normal) costs seven integer instructions a vector
+// (softmax_backward 1.3x its plain-product time in cache, Zen 5). Elsewhere
+// (double, NEON) the products through mul_normal.
+template <class A, class T>
+double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
+  if constexpr (dot_in_double_v<A, T>) {
+    using D = xsimd::batch<double, A>;
+    constexpr std::size_t W = D::size, step = 8 * W, block = 256;
+    double total = 0, carry = 0;
+    std::size_t i = 0;
+    while (i + step <= n) {
+      D s[8] = {D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0)};
+      const std::size_t end = i + std::min(block, (n - i) / step * step);
+      for (; i < end; i += step) {
+#pragma GCC unroll 8
+        for (std::size_t u = 0; u < 8; ++u)
+          s[u] = xsimd::fma(load_widened<A>(a + i + W * u), load_widened<A>(b + i + W * u), s[u]);
+      }
+      const double part = xsimd::hadd(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
+      const double t = total + part;  // Neumaier
+      carry += std::fabs(total) >= std::fabs(part) ? (total - t) + part : (part - t) + total;
+      total = t;
+    }
+    double rest = 0;
+    for (; i < n; ++i) rest += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+    // (an infinite total has a NaN carry: inf - inf)
+    return normal_or_zero<T>(total - total == 0 ? (total + rest) + carry : total + rest);
+  } else {
+    using B = xsimd::batch<T, A>;
+    return normal_or_zero<T>(sum_of_pairs<A>(a, b, n, [](B x, B y) { return mul_normal<A, T>(x, y); }));
+  }
+}
+
 // out[i] = f(a[i], b[i]); out may alias a or b.
 template <class A, class T, class F>
 void map_pairs(const T* a, const T* b, T* out, std::size_t n, F&& f) noexcept {
@@ -92,16 +167,18 @@ struct softmax_backward_term {
   explicit softmax_backward_term(T dot_s) noexcept
       : dot(dot_s),
         // |a| below this makes a * dot smaller than the smallest normal number
-        cut(static_cast<T>(std::min(static_cast<double>(std::numeric_limits<T>::max()),
-                                    static_cast<double>(std::numeric_limits<T>::min()) /
-                                        std::fabs(static_cast<double>(dot_s))))),
+        // (that number itself for |dot| >= 1: min / |dot| would be subnormal)
+        cut(std::fabs(dot_s) >= T(1) ? std::numeric_limits<T>::min()
+                                     : static_cast<T>(std::min(static_cast<double>(std::numeric_limits<T>::max()),
+                                                               static_cast<double>(std::numeric_limits<T>::min()) /
+                                                                   std::fabs(static_cast<double>(dot_s))))),
         big(big_value()),
         dot_big(!(std::fabs(dot_s) < big_value()) || dot_s == T(0)) {}
   // 2^(min_exponent / 2): products of two values at least this large are normal
   static T big_value() noexcept { return static_cast<T>(std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2)); }
   // The dot product itself, its products kept normal.
   static T dot_of(const T* y, const T* dy, std::size_t n) noexcept {
-    return finite_mean<T>(sum_of_pairs<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); }));
+    return finite_mean<T>(dot_normal<A>(y, dy, n));
   }
   SMAX_INLINE B operator()(B a, B b) const noexcept {
     // Fast path: every y of the vector 0 or at least 2^(bias/2) above the

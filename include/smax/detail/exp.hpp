@@ -412,9 +412,12 @@ struct scale_normal {
   B s, cut;
   explicit scale_normal(T scale) noexcept
       : s(scale),
-        // (1 + 2^-20): the rounded cut must not let a product land just below min
-        cut(static_cast<T>(static_cast<double>(std::numeric_limits<T>::min()) / static_cast<double>(scale) *
-                           (1 + 0x1p-20))) {}
+        // (1 + 2^-20): the rounded cut must not let a product land just below
+        // min. A scale >= 1 keeps every normal e normal: the cut is min itself
+        // (min / s would be subnormal, and so would every compare with it).
+        cut(scale >= T(1) ? std::numeric_limits<T>::min()
+                          : static_cast<T>(static_cast<double>(std::numeric_limits<T>::min()) /
+                                           static_cast<double>(scale) * (1 + 0x1p-20))) {}
   SMAX_INLINE B operator()(B e) const noexcept {
 #if defined(__AVX512F__)
     if constexpr (is_avx512_v<A>) {

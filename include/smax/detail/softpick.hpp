@@ -345,9 +345,8 @@ SMAX_FLATTEN void softpick_backward_nonfinite(const T* x, const T* dy, T* dx, st
 
 template <class A, class T>
 void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, T eps) noexcept {
-  using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  const double dot = sum_of_pairs<A>(y, dy, n, [](B a, B b) { return mul_normal<A, T>(a, b); });
+  const double dot = dot_normal<A>(y, dy, n);
   double sum;
   T emax, m;
   if (softpick_pass1<A>(x, n, sum, emax, m)) return softpick_backward_two_pass<A>(x, dy, dx, n, eps, dot, sum, emax, m);
