@@ -68,6 +68,14 @@ std::vector<std::vector<T>> inputs(std::size_t n) {
   std::vector<std::vector<T>> v = {smax_test::normal<T>(n, 3.0, n + 1), smax_test::normal<T>(n, 0.01, n + 2),
                                    smax_test::uniform<T>(n, -50, 50, n + 3), smax_test::normal<T>(n, 300.0, n + 4),
                                    smax_test::normal<T>(n, 1e-30, n + 5)};
+  // Near zero beside large logits: the terms of x near 0 against a large
+  // reference, with 2^-Emax normal (30) and below the normal range (90, float).
+  for (const T big : {T(30), T(90)}) {
+    std::vector<T> x = smax_test::normal<T>(n, 1e-20, n + 6);
+    for (std::size_t i = 0; i < n; i += 13) x[i] = big + T(i % 5);
+    for (std::size_t i = 5; i < n; i += 11) x[i] = T(1e-37) * T(1 + i % 3);
+    v.push_back(x);
+  }
   return v;
 }
 

@@ -65,25 +65,73 @@ SMAX_INLINE xsimd::batch<T, A> pow2_flush(xsimd::batch<T, A> k) noexcept {
   return xsimd::select(k < B(C::min_k_normal + T(2)), B(T(0)), p);
 }
 
-// |e^x - 1| 2^-E, for e^x = 2^K (1 + em1) (exp_parts) and a per-lane
-// reference E >= 0 (two_e = 2^-E, flushed to 0 below the normal range):
-//   K = 0:  |em1| 2^-E                                (|x| < ln2/2: expm1)
-//   else:   |2^(K-E) em1 + (2^(K-E) - 2^-E)|          (one fma; the sum in
-//           the addend is exact for |K| <= 24, and the result is at least
-//           0.29 2^-E: no cancellation)
+// 2^k for integer-valued k <= 127 (float) / 1023 (double), and twice the
+// smallest normal number for every k below: never 0, never subnormal, so
+// the terms built on it below need no select (a k below the normal range
+// stands for a term that is negligible where it is used).
 template <class A, class T>
-SMAX_INLINE xsimd::batch<T, A> softpick_scaled(xsimd::batch<T, A> em1, xsimd::batch<T, A> K,
-                                               xsimd::batch<T, A> E, xsimd::batch<T, A> two_e) noexcept {
+SMAX_INLINE xsimd::batch<T, A> pow2_clamped(xsimd::batch<T, A> k) noexcept {
   using B = xsimd::batch<T, A>;
-  const B pk = pow2_flush<A, T>(K - E);
-  // Unfused (SSE2), pk em1 alone may be tiny: flushed (below 2^-126, under
-  // 2^-4 of the result's 2^-122 scale, outputs far below 1e-30).
-  B t;
+  using C = exp_constants<T>;
+  using BI = xsimd::batch<typename C::int_type, A>;
+  const B kb = xsimd::max(k, B(T(std::numeric_limits<T>::min_exponent))) + B(C::round_magic + T(C::exponent_bias));
+  return xsimd::bitwise_cast<B>(xsimd::bitwise_cast<BI>(kb) << C::mantissa_bits);
+}
+
+// The largest reference exponent E for which 2^-E stays a normal number
+// with room below (122 float, 1018 double); beyond it two_e is 0.
+template <class T>
+constexpr T softpick_e_normal = T(-std::numeric_limits<T>::min_exponent - 3);
+
+// A lane's reference 2^E (E >= 0) as softpick_scaled uses it: two_e = 2^-E
+// (0 beyond softpick_e_normal), and the |x| under which a term of x near 0,
+// |e^x - 1| 2^-E, would fall below the smallest normal number: 2^(E - 125)
+// (|e^x - 1| >= 0.84 |x| there), the smallest normal number itself at E = 0
+// (the term is then e^x - 1 as it is). At most 2^-3, so every x it cuts
+// has K = 0.
+template <class A, class T>
+struct softpick_reference {
+  using B = xsimd::batch<T, A>;
+  B E, two_e, cut;
+  explicit softpick_reference(B e) noexcept
+      : E(e),
+        two_e(pow2_flush<A, T>(-e)),
+        cut(xsimd::select(e == B(T(0)), B(std::numeric_limits<T>::min()),
+                          pow2_clamped<A, T>(xsimd::min(e, B(softpick_e_normal<T>)) +
+                                             B(T(std::numeric_limits<T>::min_exponent))))) {}
+  // em1 of the x whose term would be subnormal, 0
+  SMAX_INLINE B cut_near_zero(B x, B em1) const noexcept { return xsimd::select(xsimd::abs(x) < cut, B(T(0)), em1); }
+};
+
+// How softpick_scaled forms 2^(K - E) below the normal range: clamped at
+// 2^-125 (the sums: no select) or flushed to 0 (outputs of a huge Emax).
+enum class low_power { clamped, flushed };
+
+// |e^x - 1| 2^-E, for e^x = 2^K (1 + em1) (exp_parts of x, em1 through
+// cut_near_zero) and a lane's reference (softpick_reference), as
+// |2^(K-E) em1 + (2^(K-E) - 2^-E)|: one fma, never subnormal.
+//  * K = 0 (|x| < ln2/2, em1 = expm1(x)): |em1| 2^-E, or 0 where that
+//    would be subnormal (x near 0 in a lane whose E has moved up; E > 0 only
+//    after a term of at least 2^-1 in the lane, pow2_rescaled_sum's rule, so
+//    what is dropped lies far under the sum's ulp).
+//  * else, E <= 122: at least 0.29 2^-E (the addend's sum exact for |K| <=
+//    24): no cancellation. Clamped, K - E below -125 takes 2^-125 for
+//    2^(K - E): an absolute error under 2^-124, beside a lane sum of at
+//    least 2^-1 (E > 0) or a term of about 1 (E = 0).
+//  * else (two_e = 0): 2^(K-E) e^d, clamped at 2^-125 e^d or flushed to 0
+//    from 2^-123 down; the clamp's and the dropped 2^-E's error is under
+//    2^-121 beside a lane sum of at least 2^-1.
+template <class A, class T, low_power Low = low_power::clamped>
+SMAX_INLINE xsimd::batch<T, A> softpick_scaled(xsimd::batch<T, A> em1, xsimd::batch<T, A> K,
+                                               const softpick_reference<A, T>& ref) noexcept {
+  const xsimd::batch<T, A> pk =
+      Low == low_power::clamped ? pow2_clamped<A, T>(K - ref.E) : pow2_flush<A, T>(K - ref.E);
+  // Unfused (SSE2), pk em1 alone may be tiny: flushed (below 2^-126; at most
+  // 0.41 of a term of 2^-125, beside a lane sum of at least 2^-1).
   if constexpr (has_fma_v<A>)
-    t = fma_<A, T>(pk, em1, pk - two_e);
+    return xsimd::abs(fma_<A, T>(pk, em1, pk - ref.two_e));
   else
-    t = mul_normal<A, T>(pk, em1) + (pk - two_e);
-  return xsimd::abs(xsimd::select(K == B(T(0)), mul_normal<A, T>(em1, two_e), t));
+    return xsimd::abs(mul_normal<A, T>(pk, em1) + (pk - ref.two_e));
 }
 
 // Pass 1: the sum of a_j = |e^(x_j) - 1| as sum * 2^emax, and m = max x;
@@ -98,7 +146,8 @@ SMAX_FLATTEN bool softpick_pass1(const T* x, std::size_t n, double& sum, T& emax
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   constexpr T slack = T(16);
   const B floor(-single_pass_limits<T>::limit), zero(T(0)), binf(ninf);
-  B E(T(0)), two_e(T(1)), vmax(ninf);
+  B E(T(0)), vmax(ninf);
+  softpick_reference<A, T> ref(E);
   B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
   compensated<A, T> total;
   std::size_t chunks = 0;
@@ -110,11 +159,11 @@ SMAX_FLATTEN bool softpick_pass1(const T* x, std::size_t n, double& sum, T& emax
     const B km = xsimd::max(xsimd::max(k[0], k[1]), xsimd::max(k[2], k[3]));
     if (move_reference<A, T>(km > E + B(slack), km, E, acc, total,
                              [](B old, B next) { return ldexp_normal<A, T>(B(T(1)), old - next); }))
-      two_e = pow2_flush<A, T>(-E);
-    // -inf entries are masked (the clamp made their term 2^-E).
+      ref = softpick_reference<A, T>(E);
+    // -inf entries are masked (the clamp at -limit gave them a nonzero term).
 #pragma GCC unroll 4
     for (std::size_t u = 0; u < 4; ++u)
-      acc[u] += xsimd::select(v[u] == binf, zero, softpick_scaled<A, T>(e[u], k[u], E, two_e));
+      acc[u] += xsimd::select(v[u] == binf, zero, softpick_scaled<A, T>(ref.cut_near_zero(v[u], e[u]), k[u], ref));
     if (++chunks == loop_shape<A>::block_chunks) {
       drain_into(total, acc);
       chunks = 0;
@@ -222,14 +271,39 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
   // flushes) or an inverse that overflows: the scalar loop in a wider type.
   if (!(den > 0) || !(1.0 / den <= softpick_inv_max)) return softpick_scalar(x, y, n, eps);
   // y = |e^x - 1| 2^-Emax / den for x > 0 (K >= 0 there), else 0.
-  const scale_normal<A, T> inv(static_cast<T>(1.0 / den));
+  const T inv = static_cast<T>(1.0 / den);
   const B eb(emax), zero(T(0));
-  const B two_e = pow2_flush<A, T>(-eb);
+  const softpick_reference<A, T> ref(eb);
   const B floor(-single_pass_limits<T>::limit);
+  // Where every nonzero y of an x above the cut is normal (q = 2^emax den
+  // min_normal <= 2^-4 and emax <= 122: the K > 0 outputs are at least
+  // 0.41 2^-Emax / den; the cut, max(2.5 q, cut_near_zero's), leaves K = 0
+  // outputs of at least 0.84 x 2^-Emax / den), the x at or below the cut go
+  // through the exp as -limit (a normal term, then dropped by the select
+  // that x > 0 needs anyway): no guard of its own, and nothing subnormal
+  // formed in a dropped lane either. The rest (a huge emax, a tiny 1 / den)
+  // with both guards, and 2^(K - Emax) flushed. (2.5 q is formed only where
+  // it is at least min_normal: below, cut_near_zero's cut is the larger.)
+  constexpr double min_normal = static_cast<double>(std::numeric_limits<T>::min());
+  const double r = emax <= softpick_e_normal<T> ? std::ldexp(den, static_cast<int>(emax)) : 0.0;
+  if (emax <= softpick_e_normal<T> && r <= 0x1p-4 / min_normal) {
+    const double near_zero =
+        emax == T(0) ? min_normal : std::ldexp(1.0, static_cast<int>(emax) + std::numeric_limits<T>::min_exponent);
+    const B cut(static_cast<T>(std::max(r >= 0.4 ? 2.5 * r * min_normal : 0.0, near_zero)));
+    const B invb(inv);
+    map<A>(x, y, n, [=](B v) {
+      const auto keep = v > cut;
+      B em1, K;
+      exp_parts<A, T>(xsimd::select(keep, v, floor), em1, K);
+      return xsimd::select(keep, softpick_scaled<A, T>(em1, K, ref), zero) * invb;
+    });
+    return;
+  }
+  const scale_normal<A, T> invs(inv);
   map<A>(x, y, n, [=](B v) {
     B em1, K;
     exp_parts<A, T>(xsimd::max(floor, v), em1, K);
-    return inv(xsimd::select(v > zero, softpick_scaled<A, T>(em1, K, eb, two_e), zero));
+    return invs(xsimd::select(v > zero, softpick_scaled<A, T, low_power::flushed>(ref.cut_near_zero(v, em1), K, ref), zero));
   });
 }
 
