@@ -1,15 +1,19 @@
 // No subnormal arithmetic (exp.hpp): on logits whose exponentials reach
 // below the smallest normal number (normal(0, 20), uniform(+-150) floats;
-// uniform(+-1500) doubles), every kernel of the family
+// uniform(+-1500) doubles; values near zero beside large ones), every kernel
+// of the family
 //   * writes no subnormal output (each is 0 or at least the smallest normal),
 //   * gives the same bits with FTZ/DAZ set as without (x86): FTZ/DAZ change
 //     only operations that form or read subnormals, so equal bits on such
-//     inputs mean that none of those reached the results, and
+//     inputs mean that none of those reached the results,
+//   * reads or forms no subnormal anywhere (x86's denormal-operand and
+//     underflow flags), and
 //   * stays within the accuracy contract (softmax against long double).
 // The speed side (an Intel core takes a microcode assist per subnormal
 // operation) is measured by bench/bench_subnormal.cpp.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 
 #include "common.hpp"
@@ -42,6 +46,44 @@ struct fp_flush_scope {
   unsigned saved = 0;
 };
 
+// x86's sticky flags "denormal operand" (MXCSR bit 1: an SSE / AVX
+// operation, scalar or vector, read a subnormal) and "underflow" (bit 4: a
+// result fell below the normal range, subnormal or rounded to 0), each an
+// assist on Intel, which FTZ/DAZ alone cannot show where the value never
+// reaches an output bit. Cleared, then read after a call. Optimized builds
+// only: at -O0 (the sanitizer stage) the compiler forms the products that
+// it fuses into FMAs at -O2.
+struct subnormal_flags {
+  static constexpr unsigned bits = 0x12u;
+  subnormal_flags() {
+#if defined(__SSE2__) && defined(__OPTIMIZE__)
+    _mm_setcsr(_mm_getcsr() & ~bits);
+#endif
+  }
+  bool raised() const {
+#if defined(__SSE2__) && defined(__OPTIMIZE__)
+    return (_mm_getcsr() & bits) != 0;
+#else
+    return false;
+#endif
+  }
+};
+
+// Kernels that still read or form a subnormal somewhere on these inputs
+// (issue 14 open; docs/guarantees.md): the flags are reported for them, not
+// checked, so that every other kernel keeps them clear.
+bool reads_subnormals_known(const std::string& name) {
+  static const char* const known[] = {
+      "softmax_backward",  "softmax_backward(options)", "log_softmax(options)",  "softmax(options)",
+      "softpick_backward", "sa_softmax_backward",       "sa_softmax_backward(normalized)",
+      "multimax",          "multimax_backward",         "ssmax",                 "softpick",
+      "softmax/two_pass",  "logsumexp",                 "cross_entropy",         "cross_entropy_backward"};
+  if (std::getenv("SMAX_TEST_SUBNORMAL_ALL")) return false;  // check the known ones too
+  for (const char* k : known)
+    if (name == k) return true;
+  return false;
+}
+
 constexpr bool have_ftz =
 #if defined(__SSE2__)
     true;
@@ -56,6 +98,20 @@ std::vector<T> wide_logits(std::size_t n, int kind, std::uint64_t seed) {
   std::mt19937_64 g(seed);
   std::uniform_real_distribution<double> d(-w, w);
   std::vector<T> x(n);
+  if (kind == 2) {
+    // Near zero (normal numbers down to the smallest, either sign) beside
+    // large logits: terms of x near 0 scaled against a large reference
+    // (softpick's K = 0 lanes).
+    std::uniform_real_distribution<double> u(0.0, 1.0), lg(std::numeric_limits<T>::min_exponent, -20.0);
+    for (auto& v : x) {
+      const double r = u(g);
+      v = r < 0.5   ? static_cast<T>((r < 0.25 ? -1.0 : 1.0) * std::ldexp(1.0 + u(g), static_cast<int>(lg(g))))
+          : r < 0.6 ? T(0)
+          : r < 0.7 ? static_cast<T>(w * (0.25 + 0.75 * u(g)))
+                    : static_cast<T>(d(g) / w * 2.0);
+    }
+    return x;
+  }
   for (auto& v : x) v = static_cast<T>(d(g));
   return x;
 }
@@ -210,7 +266,7 @@ template <class T>
 void check_all() {
   for (const std::string& isa : smax_test::isas()) {
     smax_test::use_isa scope(isa);
-    for (int kind = 0; kind < 2; ++kind) {
+    for (int kind = 0; kind < 3; ++kind) {
       // (under a size cap, QEMU and ASan, 16K for the larger size)
       const std::size_t large = smax_test::max_n() < (std::size_t(1) << 20) ? 16388 : 65540;
       for (std::size_t n : {std::size_t(4100), large}) {
@@ -221,7 +277,16 @@ void check_all() {
         for (const auto& kv : kernels<T>()) {
           CAPTURE(isa, kv.first, kind, n);
           std::vector<T> ieee(n), flushed(n);
-          kv.second(x, y, dy, ieee);
+          {
+            const subnormal_flags flag;
+            kv.second(x, y, dy, ieee);
+            if (flag.raised()) {
+              if (reads_subnormals_known(kv.first))
+                UNSCOPED_INFO("reads or forms a subnormal (known): " << isa << " " << kv.first << " kind " << kind);
+              else
+                FAIL_CHECK("reads or forms a subnormal: " << isa << " " << kv.first << " kind " << kind << " n " << n);
+            }
+          }
           std::size_t n_sub = 0, n_small = 0;
           for (T v : ieee) {
             n_sub += is_subnormal(v);
@@ -263,7 +328,7 @@ TEMPLATE_TEST_CASE("softmax accuracy on logits reaching the subnormal band", "[s
   using T = TestType;
   for (const std::string& isa : smax_test::isas()) {
     smax_test::use_isa scope(isa);
-    for (int kind = 0; kind < 2; ++kind) {
+    for (int kind = 0; kind < 3; ++kind) {
       const std::size_t n = 65537;
       const std::vector<T> x = wide_logits<T>(n, kind, 5 + kind);
       const std::vector<long double> ref = smax_test::ref_softmax(x);
