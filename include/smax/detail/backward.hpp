@@ -85,7 +85,7 @@ double normal_or_zero(double v) noexcept {
   return std::fabs(v) < static_cast<double>(std::numeric_limits<T>::min()) ? 0.0 : v;
 }
 
-// sum_i a_i b_i with no subnormal formed or read. Float on x86: every
+// sum_i a_i b_i. Float on x86, with no subnormal formed or read: every
 // product in double, where it is exact and never subnormal, and so is every
 // partial sum (a multiple of 2^-298); blocks of 256 products, the blocks
 // compensated. In float, the lane sums of tiny products can cancel to a
@@ -189,8 +189,12 @@ struct softmax_backward_term {
     // the normal range; where b - dot overflows, the two-product form.
     const B g = b - dot;
     const B a0 = keep_if_normal_product<A, T>(a, g);
+    const auto finite = xsimd::abs(g) < B(std::numeric_limits<T>::infinity());
+    // (the two-product form only where needed: a0 b can be subnormal where
+    // |b| < |g|, a lane the select would drop)
+    if (xsimd::all(finite)) return a0 * g;
     const B ad = xsimd::select(xsimd::abs(a0) < cut, B(T(0)), a0) * dot;
-    return xsimd::select(xsimd::abs(g) < B(std::numeric_limits<T>::infinity()), a0 * g, fma_<A, T>(a0, b, -ad));
+    return xsimd::select(finite, a0 * g, fma_<A, T>(a0, b, -ad));
   }
 };
 
