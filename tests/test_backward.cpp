@@ -150,8 +150,9 @@ TEST_CASE("backward in place and with special values", "[backward]") {
         else CHECK(std::isfinite(out[i]));
       }
     }
-    // A dot product below the normal range (2^-140) is 0, and so is every
-    // dx below it: all zeros, nothing subnormal.
+    // y dy = 2^-140, below the normal range: every dx is 0, none subnormal
+    // (that the dot itself is then 0, not subnormal, is what [subnormal]'s
+    // flag check sees).
     {
       std::vector<float> u(40, 0.0f), g(40, 0.0f), out(40, 1.0f);
       u[0] = g[0] = 0x1p-70f;

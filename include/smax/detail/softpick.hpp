@@ -49,33 +49,27 @@ SMAX_INLINE void exp_parts(xsimd::batch<T, A> x, xsimd::batch<T, A>& em1, xsimd:
   em1 = fma_<A, T>(q, d, B(T(1))) * d;  // d (1 + d/2 + ...)
 }
 
-// 2^k for integer-valued k <= 127 (float) / 1023 (double), and exactly 0
-// for k below the normal range (never a subnormal, whose arithmetic costs a
-// microcode assist on x86): k + bias in the low mantissa bits of
-// k + bias + round_magic, shifted into the exponent field.
-template <class A, class T>
-SMAX_INLINE xsimd::batch<T, A> pow2_flush(xsimd::batch<T, A> k) noexcept {
-  using B = xsimd::batch<T, A>;
-  using C = exp_constants<T>;
-  using BI = xsimd::batch<typename C::int_type, A>;
-  const B kb = xsimd::max(k, B(T(-C::exponent_bias))) + B(C::round_magic + T(C::exponent_bias));
-  const B p = xsimd::bitwise_cast<B>(xsimd::bitwise_cast<BI>(kb) << C::mantissa_bits);
-  // 0 from min_k_normal + 2 down: every nonzero 2^k is then at least 2^-122,
-  // so |e^x - 1| 2^k (at least 0.22 2^k) is a normal number.
-  return xsimd::select(k < B(C::min_k_normal + T(2)), B(T(0)), p);
-}
-
 // 2^k for integer-valued k <= 127 (float) / 1023 (double), and twice the
 // smallest normal number for every k below: never 0, never subnormal, so
 // the terms built on it below need no select (a k below the normal range
-// stands for a term that is negligible where it is used).
+// stands for a term that is negligible where it is used). k + bias in the
+// low mantissa bits of k + bias + round_magic (pow2_biased).
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> pow2_clamped(xsimd::batch<T, A> k) noexcept {
   using B = xsimd::batch<T, A>;
   using C = exp_constants<T>;
-  using BI = xsimd::batch<typename C::int_type, A>;
-  const B kb = xsimd::max(k, B(T(std::numeric_limits<T>::min_exponent))) + B(C::round_magic + T(C::exponent_bias));
-  return xsimd::bitwise_cast<B>(xsimd::bitwise_cast<BI>(kb) << C::mantissa_bits);
+  return pow2_biased<A, T>(xsimd::max(k, B(T(std::numeric_limits<T>::min_exponent))) +
+                           B(C::round_magic + T(C::exponent_bias)));
+}
+
+// 2^k as pow2_clamped, and exactly 0 for k below the normal range (never a
+// subnormal, whose arithmetic costs a microcode assist on x86): from
+// min_k_normal + 2 down, so every nonzero 2^k is at least 2^-122 and
+// |e^x - 1| 2^k (at least 0.22 2^k) is a normal number.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> pow2_flush(xsimd::batch<T, A> k) noexcept {
+  using B = xsimd::batch<T, A>;
+  return xsimd::select(k < B(exp_constants<T>::min_k_normal + T(2)), B(T(0)), pow2_clamped<A, T>(k));
 }
 
 // The largest reference exponent E for which 2^-E stays a normal number
@@ -287,9 +281,7 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
   constexpr double min_normal = static_cast<double>(std::numeric_limits<T>::min());
   const double r = emax <= softpick_e_normal<T> ? std::ldexp(den, static_cast<int>(emax)) : 0.0;
   if (emax <= softpick_e_normal<T> && r <= 0x1p-4 / min_normal) {
-    const double near_zero =
-        emax == T(0) ? min_normal : std::ldexp(1.0, static_cast<int>(emax) + std::numeric_limits<T>::min_exponent);
-    const B cut(static_cast<T>(std::max(r >= 0.4 ? 2.5 * r * min_normal : 0.0, near_zero)));
+    const B cut = xsimd::max(B(static_cast<T>(r >= 0.4 ? 2.5 * r * min_normal : 0.0)), ref.cut);
     const B invb(inv);
     map<A>(x, y, n, [=](B v) {
       const auto keep = v > cut;
