@@ -199,7 +199,7 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
     E = std::max(E, bexp[b]);
   }
   double s = 0;
-  for (std::size_t b = 0; b < nb; ++b) s += std::ldexp(bsum[b], static_cast<int>(bexp[b] - E));
+  for (std::size_t b = 0; b < nb; ++b) s += ldexp_flushed(bsum[b], static_cast<int>(bexp[b] - E));
   if (!(s > 0 && s < std::numeric_limits<double>::infinity())) return false;
   const auto e = exp_ref<A, T>(-single_pass_limits<T>::limit, E, static_cast<T>(1.0 / s));
   const bool stream = n * sizeof(T) >= stream_min_bytes;
@@ -247,7 +247,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
   if (nonfinite || M == -inf) return softmax_nonfinite(x, y, n, log ? result_form::logs : result_form::probabilities);
   double s = 0;
   for (std::size_t b = 0; b < nb; ++b)
-    if (bmax[b] > -inf) s += bsum[b] * std::exp(static_cast<double>(bmax[b]) - static_cast<double>(M));
+    if (bmax[b] > -inf) s += bsum[b] * exp_flushed(static_cast<double>(bmax[b]) - static_cast<double>(M));
   if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
   using B = xsimd::batch<T, A>;
   if (log) {

@@ -246,12 +246,28 @@ SMAX_INLINE xsimd::batch<T, A> cody_waite(xsimd::batch<T, A> x, xsimd::batch<T, 
   }
 }
 
+// Without FMA, the polynomials' unfused products p d (|p| >= 2^-26) would
+// be subnormal for a d near 0 (x near 0 reduced with K = 0): d is replaced by
+// (d + c) - c, c = 2^-60 (double 2^-900): 0 or at least c 2^-24 (double
+// c 2^-53) in magnitude, d moved by at most 2c and only where |d| < c 2^25 (double
+// 2^54), so e^d by less than 2^-58 relative. Two additions, no compare.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> poly_argument(xsimd::batch<T, A> d) noexcept {
+  if constexpr (has_fma_v<A>) {
+    return d;
+  } else {
+    const xsimd::batch<T, A> c(static_cast<T>(sizeof(T) == 4 ? 0x1p-60 : 0x1p-900));
+    return (d + c) - c;
+  }
+}
+
 // e^d for |d| <= 0.36 as 1 + d + d^2 q(d), all in Horner form.
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> exp_poly(xsimd::batch<T, A> d) noexcept {
   using C = exp_constants<T>;
   using B = xsimd::batch<T, A>;
   constexpr int nc = C::degree - 1;  // c2 .. c_degree
+  d = poly_argument<A, T>(d);
   B p(C::c[nc - 1]);
   for (int i = nc - 2; i >= 0; --i) p = fma_<A, T>(p, d, B(C::c[i]));
   p = fma_<A, T>(p, d, B(T(1)));
@@ -274,6 +290,7 @@ struct scaled_poly {
     for (int i = 0; i < nc; ++i) c[i] = B(static_cast<T>(static_cast<double>(C::c[i]) * scale));
   }
   SMAX_INLINE B operator()(B d) const noexcept {
+    d = poly_argument<A, T>(d);
     B p = c[nc - 1];
     for (int i = nc - 2; i >= 0; --i) p = fma_<A, T>(p, d, c[i]);
     p = fma_<A, T>(p, d, s);
@@ -332,7 +349,8 @@ SMAX_INLINE xsimd::batch<T, A> ldexp_normal(xsimd::batch<T, A> p, xsimd::batch<T
 // Zero and subnormal operands zero the lane; NaN and inf operands keep it.
 //  * AVX-512: vgetexpps on both (-inf for 0), a masked move.
 //  * elsewhere: the biased exponent fields as integers, an integer select.
-template <class A, class T>
+// (Above: the bound raised by that many binades.)
+template <class A, class T, int Above = 0>
 SMAX_INLINE xsimd::batch<T, A> keep_if_normal_product(xsimd::batch<T, A> a, xsimd::batch<T, A> b) noexcept {
   using C = exp_constants<T>;
   using B = xsimd::batch<T, A>;
@@ -341,11 +359,11 @@ SMAX_INLINE xsimd::batch<T, A> keep_if_normal_product(xsimd::batch<T, A> a, xsim
     // getexp(a) + getexp(b) >= 1 - bias; unordered (NaN, inf + -inf) keeps.
     if constexpr (std::is_same<T, float>::value)
       return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_add_ps(_mm512_getexp_ps(a), _mm512_getexp_ps(b)),
-                                                    B(T(1 - C::exponent_bias)), _CMP_NLT_UQ),
+                                                    B(T(1 + Above - C::exponent_bias)), _CMP_NLT_UQ),
                                  a);
     else
       return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(_mm512_add_pd(_mm512_getexp_pd(a), _mm512_getexp_pd(b)),
-                                                    B(T(1 - C::exponent_bias)), _CMP_NLT_UQ),
+                                                    B(T(1 + Above - C::exponent_bias)), _CMP_NLT_UQ),
                                  a);
   }
 #endif
@@ -356,7 +374,7 @@ SMAX_INLINE xsimd::batch<T, A> keep_if_normal_product(xsimd::batch<T, A> a, xsim
   const BI ea = (ia & field) >> C::mantissa_bits;
   const BI eb = (xsimd::bitwise_cast<BI>(b) & field) >> C::mantissa_bits;
   // Fields e_a + e_b - bias >= 1 (a NaN or inf field is 2 bias + 1).
-  return xsimd::bitwise_cast<B>(xsimd::select((ea + eb) >= BI(I(C::exponent_bias + 1)), ia, BI(I(0))));
+  return xsimd::bitwise_cast<B>(xsimd::select((ea + eb) >= BI(I(C::exponent_bias + 1 + Above)), ia, BI(I(0))));
 }
 
 // a * b, or +0 where that product may be below the smallest normal number
@@ -365,6 +383,18 @@ SMAX_INLINE xsimd::batch<T, A> keep_if_normal_product(xsimd::batch<T, A> a, xsim
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> mul_normal(xsimd::batch<T, A> a, xsimd::batch<T, A> b) noexcept {
   return keep_if_normal_product<A, T>(a, b) * b;
+}
+
+// a * b, or +0 where it may lie below 2^mantissa_bits times the smallest
+// normal number (float 2^-103, double 2^-970; judged by the exponents, so
+// some up to twice that are dropped too): every kept product is a multiple
+// of the smallest normal, and so is any sum of them, which is then 0 or
+// normal. For sums of products of either sign in T lanes, where
+// cancellation could otherwise leave a subnormal; each dropped product is
+// below 2^-102 (float).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> mul_summable(xsimd::batch<T, A> a, xsimd::batch<T, A> b) noexcept {
+  return keep_if_normal_product<A, T, exp_constants<T>::mantissa_bits>(a, b) * b;
 }
 
 // r * 2^k for any r and integer-valued k <= 0, +0 where the result would
@@ -543,6 +573,27 @@ struct exp_ref {
 template <class T>
 SMAX_INLINE bool use_split(T m) noexcept {
   return m <= exp_constants<T>::split_limit && m >= -exp_constants<T>::split_limit;
+}
+
+// A cut c for a constant factor f: for normal (or zero) v with |v| >= c,
+// v f is normal; below it, v is taken as 0. min / |f| with a margin for the
+// roundings for |f| < 1 (inf for f = 0; NaN for NaN, which cuts nothing),
+// else 0.
+template <class T>
+T product_cut(T f) noexcept {
+  const double a = std::fabs(static_cast<double>(f));
+  return a >= 1 ? T(0) : static_cast<T>(static_cast<double>(std::numeric_limits<T>::min()) / a * (1 + 0x1p-20));
+}
+
+// The scalar combining steps (block sums, sinks, a target's probability) in
+// double, 0 where the result would lie below double's normal range: libm
+// forms that subnormal (and raises underflow), an assist on Intel. What
+// they drop is below 2^-1021 beside sums of at least 1/2.
+inline double exp_flushed(double a) noexcept { return a < -708.0 ? 0.0 : std::exp(a); }  // e^-708 > 2^-1022
+inline double ldexp_flushed(double v, int e) noexcept {
+  int k = 0;
+  std::frexp(v, &k);  // |v| in [2^(k-1), 2^k) (finite, nonzero)
+  return k + e >= -1021 || !(std::fabs(v) < std::numeric_limits<double>::infinity()) ? std::ldexp(v, e) : 0.0;
 }
 
 // e^x = e^d * 2^K for |x| <= split_limit: d in [-ln2/2, ln2/2], K integer.

@@ -278,9 +278,13 @@ struct compensated {
   B carry = B(T(0));
   SMAX_INLINE void add(B v) noexcept {
     const B t = total + v;
-    const B big = xsimd::select(xsimd::abs(total) >= xsimd::abs(v), total, v);
-    const B small = xsimd::select(xsimd::abs(total) >= xsimd::abs(v), v, total);
-    carry += (big - t) + small;
+    const auto ge = xsimd::abs(total) >= xsimd::abs(v);
+    const B big = xsimd::select(ge, total, v);
+    const B small = xsimd::select(ge, v, total);
+    // The error, a multiple of small's ulp, is normal (or 0) when |small| >=
+    // 2^53 min; below, it could be subnormal, and is dropped (it is < 2^-969).
+    const auto keep = xsimd::abs(small) >= B(std::numeric_limits<T>::min() * T(0x1p53));
+    carry += (xsimd::select(keep, big, t) - t) + xsimd::select(keep, small, B(T(0)));
     total = t;
   }
   // (mul_normal: a total that becomes negligible is 0, never a subnormal)

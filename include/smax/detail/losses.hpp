@@ -118,10 +118,10 @@ double logsumexp_sum(const T* x, std::size_t n, double* sumx) noexcept {
     total_x += sum_map<A>(xb, static_cast<T*>(nullptr), len, [](B v) { return v; });
     if (!ok) continue;
     if (Eb > Emax) {
-      s = (b == 0) ? sb : std::ldexp(s, static_cast<int>(Emax - Eb)) + sb;
+      s = (b == 0) ? sb : ldexp_flushed(s, static_cast<int>(Emax - Eb)) + sb;
       Emax = Eb;
     } else {
-      s += std::ldexp(sb, static_cast<int>(Eb - Emax));
+      s += ldexp_flushed(sb, static_cast<int>(Eb - Emax));
     }
   }
   *sumx = total_x;
@@ -172,7 +172,7 @@ SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t 
   const double c_d = dloss * q_rest;
   const double c_min = static_cast<double>(std::numeric_limits<T>::min()) * std::ldexp(1.0, std::numeric_limits<T>::digits + 2);
   const T c = std::fabs(c_d) < c_min ? T(0) : static_cast<T>(c_d);
-  double p_target = std::exp(xt - lse);
+  double p_target = exp_flushed(xt - lse);
   if (!(lse == lse) || !(dloss == dloss)) {
     fill(dx, n, std::numeric_limits<T>::quiet_NaN());
     return;
@@ -213,7 +213,7 @@ SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t 
     const B mb(m);
     const normal_exp<A, T> e1(T(0), T(1));
     const double rel = std::log(sum_map<A>(x, static_cast<T*>(nullptr), n, [&](B v) { return e1(v - mb); }));
-    p_target = std::exp((xt - static_cast<double>(m)) - rel);
+    p_target = exp_flushed((xt - static_cast<double>(m)) - rel);
     int k;
     const double s = split_factor(dloss * std::exp(-rel), k);
     const normal_exp<A, T> e(static_cast<T>(-k), static_cast<T>(s));
