@@ -171,6 +171,18 @@ TEMPLATE_TEST_CASE("softmax options: each alone and all together match a long-do
         INFO("case " << c);
         check_forward(x, cases[c], c % 2);
       }
+      // The soft-cap on logits spread over most of the normal range (scale
+      // 1: x scale is formed as given): z below cap 2^-12 passes through,
+      // tanh sees clamped arguments; forward, log and backward.
+      std::vector<T> spread(x);
+      const int span = sizeof(T) == 4 ? 100 : 900;
+      for (std::size_t i = 0; i < n; ++i) spread[i] = std::ldexp(x[i], -static_cast<int>((i * 7) % span));
+      for (T cap : {T(30), T(0.5)}) {
+        INFO("spread logits, softcap " << cap);
+        smax::softmax_options<T> o;
+        o.softcap = cap;
+        check_forward(spread, o, 1);
+      }
     }
   }
 }

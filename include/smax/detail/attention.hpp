@@ -18,6 +18,7 @@
 // the product would fall below the smallest normal T.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -56,27 +57,73 @@ void check_softmax_options(const char* fn, const softmax_options<T>& o) {
     throw std::invalid_argument(f + ": sink must not be NaN or +inf");
 }
 
+// The |u| where tanh u already rounds to 1 (float 10, double 20).
+template <class T>
+constexpr T tanh_saturated = sizeof(T) == 4 ? T(10) : T(20);
+
 // tanh(u) with |u| clamped where tanh(u) already rounds to +-1 (float 10,
 // double 20), NaN passed around it: xsimd's double tanh on AVX2 converts
 // exp(2u) to an integer, undefined for u = +-inf or NaN (UBSan, fuzz_losses).
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> tanh_clamped(xsimd::batch<T, A> u) noexcept {
   using B = xsimd::batch<T, A>;
-  const B bound(sizeof(T) == 4 ? T(10) : T(20));
+  const B bound(tanh_saturated<T>);
   const B t = xsimd::tanh(xsimd::select(xsimd::abs(u) <= bound, u, xsimd::copysign(bound, u)));
   return xsimd::select(xsimd::isnan(u), u, t);  // (batch != is ordered on AVX: NaN != NaN is false)
 }
 
-// z from x (and the mask) for one vector of lanes.
+// tanh u for u >= 0 (or NaN on NEON, where max keeps it): xsimd's generic
+// tanh, the same bits, without its sign handling (an abs, the sign bit and
+// an xor), which the soft-cap does once for both of its uses.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> tanh_nonneg(xsimd::batch<T, A> u) noexcept {
+  using B = xsimd::batch<T, A>;
+  const auto small = u < B(T(0.625));
+  B z(T(1));
+  if (xsimd::any(small)) {
+    z = xsimd::kernel::detail::tanh_kernel<B>::tanh(u);
+    if (xsimd::all(small)) return z;
+  }
+  const B one(T(1));
+  return xsimd::select(small, z, xsimd::fma(B(T(-2)), one / (one + xsimd::exp(u + u)), one));
+}
+
+// Where cap tanh(z / cap) is z: |z| < cap 2^-12 (float; double 2^-27), as
+// tanh u = u (1 - u^2/3 ...) rounds to u there; at least min. Below it
+// z / cap could be subnormal and xsimd's tanh squares its argument.
+template <class T>
+T softcap_linear_below(T cap) noexcept {
+  const double r = static_cast<double>(cap) * (sizeof(T) == 4 ? 0x1p-12 : 0x1p-27);
+  return static_cast<T>(std::max(r, static_cast<double>(std::numeric_limits<T>::min())));
+}
+
+// z from x (and the mask) for one vector of lanes. x scale is formed as
+// given: an x within min / |scale| of 0 (about 1e-37 for scale 1/8) gives a
+// subnormal product, as a subnormal x does (a cut there cost 12% in cache).
+// The soft-cap forms none (caps below 2^-114 aside).
 template <class A, class T, bool Mask, bool Cap>
 struct score_transform {
   using B = xsimd::batch<T, A>;
-  B scale, cap, inv_cap, mscale;
+  B scale, cap, inv_cap, linear_below, mscale;
   explicit score_transform(const softmax_options<T>& o) noexcept
-      : scale(o.scale), cap(o.softcap), inv_cap(Cap ? T(1) / o.softcap : T(0)), mscale(o.mask_scale) {}
+      : scale(o.scale),
+        cap(o.softcap),
+        inv_cap(Cap ? static_cast<T>(std::min(1.0 / static_cast<double>(o.softcap),
+                                              static_cast<double>(std::numeric_limits<T>::max())))
+                    : T(0)),
+        linear_below(Cap ? softcap_linear_below(o.softcap) : T(0)),
+        mscale(o.mask_scale) {}
   SMAX_INLINE B operator()(B x, B m) const noexcept {
     B z = x * scale;
-    if (Cap) z = cap * tanh_clamped<A, T>(z * inv_cap);
+    if (Cap) {
+      // |z| below linear_below (and NaN) stay z; tanh sees |z| / cap within
+      // [2^-12, its saturation] (x86's max gives linear_below for NaN; caps
+      // above 2^126 make 1 / cap itself subnormal).
+      const B a = xsimd::abs(z);
+      const auto linear = !(a >= linear_below);
+      const B t = cap * tanh_nonneg<A, T>(xsimd::min(xsimd::max(a, linear_below) * inv_cap, B(tanh_saturated<T>)));
+      z = xsimd::select(linear, z, t ^ (z & B(T(-0.0))));
+    }
     if (Mask) {
       constexpr T ninf = -std::numeric_limits<T>::infinity();
       z = xsimd::select(m == B(ninf), B(ninf), fma_<A, T>(mscale, m, z));
@@ -164,7 +211,7 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
     pass2([&](B v) SMAX_LAMBDA_INLINE { return e(v - Mb); });
   }
   if (!(s == s)) return fill(y, n, nan);
-  s += std::exp(static_cast<double>(o.sink) - shift);  // 0 for no sink
+  s += exp_flushed(static_cast<double>(o.sink) - shift);  // 0 for no sink
   if (log) {
     // log sum e^(z - M) >= 0: M is a z or the sink, whose term is 1.
     const B Mb(M), lb(static_cast<T>(std::max(std::log(s) + shift - static_cast<double>(M), 0.0)));
@@ -172,8 +219,11 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
   } else {
     // Products that would be subnormal are 0: compare before multiplying.
     const B inv(static_cast<T>(1.0 / s));
-    const B t(static_cast<T>(static_cast<double>(std::numeric_limits<T>::min()) * s * (1 + 0x1p-20)));
-    map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return xsimd::select(v < t, B(T(0)), v * inv); });
+    // (at least min: with s < 1, which the split reference allows, every
+    // normal v gives a normal v / s)
+    const double tmin = static_cast<double>(std::numeric_limits<T>::min());
+    const B t(static_cast<T>(s < 1 ? tmin : tmin * s * (1 + 0x1p-20)));
+    map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return xsimd::select(v < t, B(T(0)), v) * inv; });
   }
   fill(y + len, n - len, masked);
 }
@@ -194,11 +244,34 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
     return xsimd::select(a == B(T(0)), B(T(0)), mul_normal<A, T>(term(a, b), sc));
   });
   if (o.softcap > 0) {
-    const B ic(o.scale / o.softcap), one(T(1));
-    map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
-      const B t = tanh_clamped<A, T>(v * ic);
+    // 1 - tanh^2 u, u = |x| f, f = |scale / softcap|, no u (nor tanh's u^2)
+    // subnormal. For f in [2^-100, 2^100], |x| is clamped below at 2^-13 / f
+    // (double 2^-28), where 1 - tanh^2 already rounds to 1, and u above at
+    // tanh's saturation. Above 2^100, u = (|x| 2^k) (f 2^-k), k = 64 (double
+    // 512), f taken at most 2^150 (float: every normal x saturates there;
+    // double: DBL_MAX): at least 2^-26 for any normal x, f 2^-k finite.
+    // Below 2^-100, u = |x| f as given (f may itself be subnormal in T).
+    // (A NaN x reaches dx through y.)
+    const double f = std::fabs(static_cast<double>(o.scale) / static_cast<double>(o.softcap));
+    const B one(T(1)), sat(tanh_saturated<T>);
+    const auto factor = [&](B g, B t) SMAX_LAMBDA_INLINE {
       return xsimd::select(g == B(T(0)), B(T(0)), mul_normal<A, T>(g, fnma_<A, T>(t, t, one)));
-    });
+    };
+    if (f >= 0x1p-100 && f <= 0x1p100) {
+      const B lo(static_cast<T>((sizeof(T) == 4 ? 0x1p-13 : 0x1p-28) / f)), ic(static_cast<T>(f));
+      map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
+        return factor(g, tanh_nonneg<A, T>(xsimd::min(xsimd::max(xsimd::abs(v), lo) * ic, sat)));
+      });
+    } else if (f > 0x1p100) {
+      const double k = sizeof(T) == 4 ? 0x1p64 : 0x1p512;
+      const B up(static_cast<T>(k)), ic(static_cast<T>(std::min(f, sizeof(T) == 4 ? 0x1p150 : std::numeric_limits<double>::max()) / k));
+      map_pairs<A>(x, dx, dx, len,
+                   [&](B v, B g) SMAX_LAMBDA_INLINE { return factor(g, tanh_clamped<A, T>((xsimd::abs(v) * up) * ic)); });
+    } else {
+      const B ic(static_cast<T>(f));
+      map_pairs<A>(x, dx, dx, len,
+                   [&](B v, B g) SMAX_LAMBDA_INLINE { return factor(g, tanh_clamped<A, T>(xsimd::abs(v) * ic)); });
+    }
   }
   fill(dx + len, n - len, T(0));
 }
