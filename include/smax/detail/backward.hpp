@@ -68,6 +68,34 @@ SMAX_INLINE xsimd::batch<double, A> load_widened(const float* p) noexcept {
     return xsimd::batch<double, A>(static_cast<double>(*p));  // (never used: dot_in_double_v)
 }
 
+// The two halves of a float vector as double vectors (x86, as load_widened).
+template <class A>
+SMAX_INLINE void widen_halves(xsimd::batch<float, A> v, xsimd::batch<double, A>& lo,
+                              xsimd::batch<double, A>& hi) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (std::is_base_of<xsimd::avx, A>::value) {
+    lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (std::is_base_of<xsimd::sse2, A>::value) {
+    lo = _mm_cvtps_pd(v);
+    hi = _mm_cvtps_pd(_mm_movehl_ps(v, v));
+    return;
+  }
+#endif
+  (void)v, (void)lo, (void)hi;  // (never used: dot_in_double_v)
+}
+
 // Whether dot_normal forms float products in double here (x86).
 template <class A, class T>
 constexpr bool dot_in_double_v = std::is_same<T, float>::value &&
@@ -77,6 +105,20 @@ constexpr bool dot_in_double_v = std::is_same<T, float>::value &&
 #else
                                  false;
 #endif
+
+// A scalar Neumaier sum of block sums in double.
+struct neumaier_sum {
+  double total = 0, carry = 0;
+  void add(double part) noexcept {
+    const double t = total + part;
+    carry += std::fabs(total) >= std::fabs(part) ? (total - t) + part : (part - t) + total;
+    total = t;
+  }
+  // total + rest + carry (an infinite total has a NaN carry: inf - inf)
+  double value(double rest = 0) const noexcept {
+    return total - total == 0 ? (total + rest) + carry : total + rest;
+  }
+};
 
 // v, or 0 where it lies below T's smallest normal number (a dot product
 // that would be a subnormal factor of every dx).
@@ -92,13 +134,14 @@ double normal_or_zero(double v) noexcept {
 // subnormal (an FMA's tiny result: an assist on Intel), and AVX2's exponent
 // test of each product (mul_normal) costs seven integer instructions a vector
 // (softmax_backward 1.3x its plain-product time in cache, Zen 5). Elsewhere
-// (double, NEON) the products through mul_normal.
+// (double, NEON) the products through mul_summable: none below 2^-103
+// (double 2^-970), so that no lane sum is subnormal either.
 template <class A, class T>
 double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
   if constexpr (dot_in_double_v<A, T>) {
     using D = xsimd::batch<double, A>;
     constexpr std::size_t W = D::size, step = 8 * W, block = 256;
-    double total = 0, carry = 0;
+    neumaier_sum total;
     std::size_t i = 0;
     while (i + step <= n) {
       D s[8] = {D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0)};
@@ -108,18 +151,49 @@ double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
         for (std::size_t u = 0; u < 8; ++u)
           s[u] = xsimd::fma(load_widened<A>(a + i + W * u), load_widened<A>(b + i + W * u), s[u]);
       }
-      const double part = xsimd::hadd(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
-      const double t = total + part;  // Neumaier
-      carry += std::fabs(total) >= std::fabs(part) ? (total - t) + part : (part - t) + total;
-      total = t;
+      total.add(xsimd::hadd(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))));
     }
     double rest = 0;
     for (; i < n; ++i) rest += static_cast<double>(a[i]) * static_cast<double>(b[i]);
-    // (an infinite total has a NaN carry: inf - inf)
-    return normal_or_zero<T>(total - total == 0 ? (total + rest) + carry : total + rest);
+    return normal_or_zero<T>(total.value(rest));
   } else {
     using B = xsimd::batch<T, A>;
-    return normal_or_zero<T>(sum_of_pairs<A>(a, b, n, [](B x, B y) { return mul_normal<A, T>(x, y); }));
+    return normal_or_zero<T>(sum_of_pairs<A>(a, b, n, [](B x, B y) { return mul_summable<A, T>(x, y); }));
+  }
+}
+
+// Sum over i of f(a[i], b[i]) for an f whose values are normal or 0, with
+// no subnormal formed: float on x86 adds the values in double lanes (float
+// lane sums of tiny values of either sign can cancel to a subnormal;
+// mul_summable's cut at 2^-102 loses too much where the sum is later
+// divided by a small range, sa_softmax_backward's P), in blocks of 256,
+// compensated; elsewhere sum_of_pairs.
+template <class A, class T, class F>
+double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f) noexcept {
+  if constexpr (dot_in_double_v<A, T>) {
+    using B = xsimd::batch<float, A>;
+    using D = xsimd::batch<double, A>;
+    constexpr std::size_t W = B::size, block = 256;
+    neumaier_sum total;
+    std::size_t i = 0;
+    while (i < n) {
+      D s0(0.0), s1(0.0);
+      const std::size_t end = i + std::min(block, n - i);
+      for (; i < end; i += W) {
+        const std::size_t r = std::min(W, end - i);
+        const B v = r == W ? f(B::load_unaligned(a + i), B::load_unaligned(b + i))
+                           : xsimd::select(lane_index<A, float>() < B(static_cast<float>(r)),
+                                           f(load_partial<A>(a + i, r, 0.0f), load_partial<A>(b + i, r, 0.0f)), B(0.0f));
+        D lo, hi;
+        widen_halves<A>(v, lo, hi);
+        s0 += lo;
+        s1 += hi;
+      }
+      total.add(xsimd::hadd(s0 + s1));
+    }
+    return total.value();
+  } else {
+    return sum_of_pairs<A>(a, b, n, f);
   }
 }
 

@@ -279,7 +279,7 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
       if (dy[i] != dy[i]) return fill(dx, n, nan);
     return fill(dx, n, T(0));
   }
-  const double D = sum_of_pairs<A>(y, dy, n, [](B a, B b) { return a * b; });
+  const double D = dot_normal<A>(y, dy, n);  // (no subnormal product or lane sum)
   if (!(D == D)) return fill(dx, n, nan);
   T lo = 0, hi = 0;
   if (normalized) min_max0<A>(x, n, lo, hi);
@@ -296,7 +296,7 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
   double P = 0;
   const auto run = [&](auto&& term) {
     if (normalized)
-      P = sum_of_pairs<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); });
+      P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); });
     map_pairs<A>(x, dy, dx, n, [&](B v, B d) {
       const B gv = g(v);
       const B a = normalized ? xsimd::fms(d, slope + gv, Dv) : xsimd::fms(d, gv + B(T(1)), Dv);

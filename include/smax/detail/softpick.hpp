@@ -42,11 +42,11 @@ SMAX_INLINE void exp_parts(xsimd::batch<T, A> x, xsimd::batch<T, A>& em1, xsimd:
   using B = xsimd::batch<T, A>;
   using C = exp_constants<T>;
   K = round_mul<A, T>(x, B(C::log2e));
-  const B d = cody_waite<A, T>(x, K);
+  const B d = cody_waite<A, T>(x, K), dq = poly_argument<A, T>(d);
   constexpr int nc = C::degree - 1;  // c2 .. c_degree
   B q(C::c[nc - 1]);
-  for (int i = nc - 2; i >= 0; --i) q = fma_<A, T>(q, d, B(C::c[i]));
-  em1 = fma_<A, T>(q, d, B(T(1))) * d;  // d (1 + d/2 + ...)
+  for (int i = nc - 2; i >= 0; --i) q = fma_<A, T>(q, dq, B(C::c[i]));
+  em1 = fma_<A, T>(q, dq, B(T(1))) * d;  // d (1 + d/2 + ...)
 }
 
 // 2^k for integer-valued k <= 127 (float) / 1023 (double), and twice the
@@ -325,11 +325,15 @@ SMAX_INLINE xsimd::batch<T, A> softpick_gradient(xsimd::batch<T, A> v, xsimd::ba
                                                  double dot) noexcept {
   using B = xsimd::batch<T, A>;
   const B zero(T(0));
-  const B gd(finite_mean<T>(dot));
-  // (e lanes whose products could fall below the normal range are 0)
-  e = keep_if_normal_product<A, T>(e, xsimd::max(xsimd::abs(g), xsimd::abs(gd)));
-  const B ed = e * gd, h = g - gd;
-  const B pos = xsimd::select(xsimd::abs(h) < B(std::numeric_limits<T>::infinity()), e * h, xsimd::fms(e, g, ed));
+  const T dot_t = finite_mean<T>(dot);
+  const B gd(dot_t), ed_cut(product_cut(dot_t));
+  // No product below the normal range (e is normal or 0): e dot through
+  // the row's cut on e, e h flushed, and the two-product form only where h
+  // overflows (elsewhere e g - e dot could be a subnormal, as e h can).
+  const B ed = xsimd::select(e < ed_cut, zero, e) * gd, h = g - gd;
+  const B eh = mul_normal<A, T>(e, h);
+  const auto finite_h = xsimd::abs(h) < B(std::numeric_limits<T>::infinity());
+  const B pos = xsimd::all(finite_h) ? eh : xsimd::select(finite_h, eh, xsimd::fms(e, g, ed));
   return xsimd::select(v > zero, pos, xsimd::select(v < zero, ed, zero));
 }
 
