@@ -177,10 +177,15 @@ TEMPLATE_TEST_CASE("softmax options: each alone and all together match a long-do
       std::vector<T> spread(x);
       const int span = sizeof(T) == 4 ? 100 : 900;
       for (std::size_t i = 0; i < n; ++i) spread[i] = std::ldexp(x[i], -static_cast<int>((i * 7) % span));
-      for (T cap : {T(30), T(0.5)}) {
-        INFO("spread logits, softcap " << cap);
+      // (|scale / softcap| of 2^110 and 2^-110: the backward's two-step
+      // products)
+      const std::pair<T, T> scale_cap[] = {
+          {T(1), T(30)}, {T(1), T(0.5)}, {T(1), T(0x1p-110)}, {T(0x1p-60), T(0x1p50)}};
+      for (const auto& sc : scale_cap) {
+        INFO("spread logits, scale " << sc.first << " softcap " << sc.second);
         smax::softmax_options<T> o;
-        o.softcap = cap;
+        o.scale = sc.first;
+        o.softcap = sc.second;
         check_forward(spread, o, 1);
       }
     }

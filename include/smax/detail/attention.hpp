@@ -100,7 +100,7 @@ T softcap_linear_below(T cap) noexcept {
 // z from x (and the mask) for one vector of lanes. x scale is formed as
 // given: an x within min / |scale| of 0 (about 1e-37 for scale 1/8) gives a
 // subnormal product, as a subnormal x does (a cut there cost 12% in cache).
-// The soft-cap forms none (caps below 2^-114 aside).
+// The soft-cap forms none (caps outside [2^-114, 2^126] aside: float).
 template <class A, class T, bool Mask, bool Cap>
 struct score_transform {
   using B = xsimd::batch<T, A>;
@@ -245,32 +245,45 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
   });
   if (o.softcap > 0) {
     // 1 - tanh^2 u, u = |x| f, f = |scale / softcap|, no u (nor tanh's u^2)
-    // subnormal. For f in [2^-100, 2^100], |x| is clamped below at 2^-13 / f
-    // (double 2^-28), where 1 - tanh^2 already rounds to 1, and u above at
-    // tanh's saturation. Above 2^100, u = (|x| 2^k) (f 2^-k), k = 64 (double
-    // 512), f taken at most 2^150 (float: every normal x saturates there;
-    // double: DBL_MAX): at least 2^-26 for any normal x, f 2^-k finite.
-    // Below 2^-100, u = |x| f as given (f may itself be subnormal in T).
-    // (A NaN x reaches dx through y.)
+    // subnormal: |x| is clamped below where 1 - tanh^2 already rounds to 1
+    // (u = 2^-13, double 2^-28), u above at tanh's saturation. For f in
+    // [2^-100, 2^100], u = max(|x|, lo) f. Beyond, the product in two steps
+    // through 2^k, k = 64 (double 512) so that neither leaves T's range:
+    // above 2^100, max(|x| 2^k, lo 2^k) (f 2^-k), f taken at most 2^150
+    // (float: every normal x saturates there; double: DBL_MAX); below 2^-100,
+    // (max(|x|, lo) 2^-k) (f 2^k), or 1 - tanh^2 = 1 for every finite x where
+    // lo is beyond T's range. (A NaN x reaches dx through y; x86's max drops
+    // it here.)
     const double f = std::fabs(static_cast<double>(o.scale) / static_cast<double>(o.softcap));
+    const double lo = (sizeof(T) == 4 ? 0x1p-13 : 0x1p-28) / f;  // (inf for f = 0)
+    const double k = sizeof(T) == 4 ? 0x1p64 : 0x1p512;
+    const double tmax = static_cast<double>(std::numeric_limits<T>::max());
     const B one(T(1)), sat(tanh_saturated<T>);
     const auto factor = [&](B g, B t) SMAX_LAMBDA_INLINE {
       return xsimd::select(g == B(T(0)), B(T(0)), mul_normal<A, T>(g, fnma_<A, T>(t, t, one)));
     };
     if (f >= 0x1p-100 && f <= 0x1p100) {
-      const B lo(static_cast<T>((sizeof(T) == 4 ? 0x1p-13 : 0x1p-28) / f)), ic(static_cast<T>(f));
+      const B lo_b(static_cast<T>(lo)), ic(static_cast<T>(f));
       map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
-        return factor(g, tanh_nonneg<A, T>(xsimd::min(xsimd::max(xsimd::abs(v), lo) * ic, sat)));
+        return factor(g, tanh_nonneg<A, T>(xsimd::min(xsimd::max(xsimd::abs(v), lo_b) * ic, sat)));
       });
     } else if (f > 0x1p100) {
-      const double k = sizeof(T) == 4 ? 0x1p64 : 0x1p512;
-      const B up(static_cast<T>(k)), ic(static_cast<T>(std::min(f, sizeof(T) == 4 ? 0x1p150 : std::numeric_limits<double>::max()) / k));
-      map_pairs<A>(x, dx, dx, len,
-                   [&](B v, B g) SMAX_LAMBDA_INLINE { return factor(g, tanh_clamped<A, T>((xsimd::abs(v) * up) * ic)); });
+      const double fc = std::min(f, sizeof(T) == 4 ? 0x1p150 : std::numeric_limits<double>::max());
+      const B up(static_cast<T>(k)), lo_up(static_cast<T>((sizeof(T) == 4 ? 0x1p-13 : 0x1p-28) / fc * k)),
+          ic(static_cast<T>(fc / k));
+      map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
+        return factor(g, tanh_clamped<A, T>(xsimd::max(xsimd::abs(v) * up, lo_up) * ic));
+      });
+    } else if (lo <= tmax) {
+      const B lo_b(static_cast<T>(lo)), down(static_cast<T>(1 / k)), ic(static_cast<T>(f * k));
+      map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
+        return factor(g, tanh_clamped<A, T>((xsimd::max(xsimd::abs(v), lo_b) * down) * ic));
+      });
     } else {
-      const B ic(static_cast<T>(f));
-      map_pairs<A>(x, dx, dx, len,
-                   [&](B v, B g) SMAX_LAMBDA_INLINE { return factor(g, tanh_clamped<A, T>(xsimd::abs(v) * ic)); });
+      const B inf(std::numeric_limits<T>::infinity());
+      map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
+        return factor(g, xsimd::select(xsimd::abs(v) == inf, one, B(T(0))));
+      });
     }
   }
   fill(dx + len, n - len, T(0));

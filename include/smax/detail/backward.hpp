@@ -167,7 +167,8 @@ double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
 // lane sums of tiny values of either sign can cancel to a subnormal;
 // mul_summable's cut at 2^-102 loses too much where the sum is later
 // divided by a small range, sa_softmax_backward's P), in blocks of 256,
-// compensated; elsewhere sum_of_pairs.
+// compensated; elsewhere (double, NEON) sum_of_pairs, whose lane sums can
+// still cancel to a subnormal.
 template <class A, class T, class F>
 double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f) noexcept {
   if constexpr (dot_in_double_v<A, T>) {

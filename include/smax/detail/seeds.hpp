@@ -310,8 +310,9 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
   else if (!with_softmax_term<A>(x, n, m, run))
     return fill(dx, n, nan);
   const double R = g.mode == sa_factor<A, T>::finite ? 1.0 / static_cast<double>(g.slope()) : 0.0;
-  if (imin < n && g.slope() > T(0)) dx[imin] = static_cast<T>(dx[imin] + (D - P) / R);
-  if (imax < n && g.slope() > T(0)) dx[imax] = static_cast<T>(dx[imax] - D / R);
+  // (rounded to T with no subnormal: 0 below the normal range)
+  if (imin < n && g.slope() > T(0)) dx[imin] = static_cast<T>(normal_or_zero<T>(dx[imin] + (D - P) / R));
+  if (imax < n && g.slope() > T(0)) dx[imax] = static_cast<T>(normal_or_zero<T>(dx[imax] - D / R));
 }
 
 // ------------------------------------------------------------- multimax --
