@@ -220,9 +220,9 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
     // Products that would be subnormal are 0: compare before multiplying.
     const B inv(static_cast<T>(1.0 / s));
     // (at least min: with s < 1, which the split reference allows, every
-    // normal v gives a normal v / s)
+    // normal v gives a normal v / s. No branch: clang evaluates both arms.)
     const double tmin = static_cast<double>(std::numeric_limits<T>::min());
-    const B t(static_cast<T>(s < 1 ? tmin : tmin * s * (1 + 0x1p-20)));
+    const B t(static_cast<T>(tmin * std::max(s, 1.0) * (1 + 0x1p-20)));
     map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return xsimd::select(v < t, B(T(0)), v) * inv; });
   }
   fill(y + len, n - len, masked);

@@ -39,6 +39,7 @@
 // docs/tuning.md, "Subnormals"). Additions of subnormals cost nothing extra.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -582,7 +583,19 @@ SMAX_INLINE bool use_split(T m) noexcept {
 template <class T>
 T product_cut(T f) noexcept {
   const double a = std::fabs(static_cast<double>(f));
-  return a >= 1 ? T(0) : static_cast<T>(static_cast<double>(std::numeric_limits<T>::min()) / a * (1 + 0x1p-20));
+  // (min(a, 1): clang evaluates both arms of a ?: and moves the conversion
+  // into them, and min / a converted to float would be subnormal)
+  const double c = static_cast<double>(std::numeric_limits<T>::min()) / std::min(a, 1.0) * (1 + 0x1p-20);
+  return a >= 1 ? T(0) : static_cast<T>(c);
+}
+
+// v rounded to T, 0 where |v| < cut (cut at least T's smallest normal: no
+// subnormal result). The value converted is clamped to the cut first: clang
+// converts before it selects, in both arms.
+template <class T>
+T to_normal(double v, double cut = static_cast<double>(std::numeric_limits<T>::min())) noexcept {
+  const T r = static_cast<T>(std::copysign(std::max(std::fabs(v), cut), v));
+  return std::fabs(v) < cut ? T(0) : r;
 }
 
 // The scalar combining steps (block sums, sinks, a target's probability) in

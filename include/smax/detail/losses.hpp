@@ -52,12 +52,6 @@ struct normal_exp {
   SMAX_INLINE B operator()(B v) const noexcept { return xsimd::select(v < lo, B(T(0)), e(v)); }
 };
 
-// A double result rounded to T, 0 where it would be subnormal.
-template <class T>
-T to_normal(double v) noexcept {
-  return std::fabs(v) < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : static_cast<T>(v);
-}
-
 // log(sum e^x) by max, then sum of e^(x - m): for what two_pass_sum does not
 // accept (NaN, +-inf, extreme magnitudes, all -inf). A second read of x.
 template <class A, class T>
@@ -171,7 +165,7 @@ SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t 
   // normal value unless it is 0; that drops < 1e-30 absolute for float).
   const double c_d = dloss * q_rest;
   const double c_min = static_cast<double>(std::numeric_limits<T>::min()) * std::ldexp(1.0, std::numeric_limits<T>::digits + 2);
-  const T c = std::fabs(c_d) < c_min ? T(0) : static_cast<T>(c_d);
+  const T c = to_normal<T>(c_d, c_min);
   double p_target = exp_flushed(xt - lse);
   if (!(lse == lse) || !(dloss == dloss)) {
     fill(dx, n, std::numeric_limits<T>::quiet_NaN());

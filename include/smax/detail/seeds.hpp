@@ -311,8 +311,8 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
     return fill(dx, n, nan);
   const double R = g.mode == sa_factor<A, T>::finite ? 1.0 / static_cast<double>(g.slope()) : 0.0;
   // (rounded to T with no subnormal: 0 below the normal range)
-  if (imin < n && g.slope() > T(0)) dx[imin] = static_cast<T>(normal_or_zero<T>(dx[imin] + (D - P) / R));
-  if (imax < n && g.slope() > T(0)) dx[imax] = static_cast<T>(normal_or_zero<T>(dx[imax] - D / R));
+  if (imin < n && g.slope() > T(0)) dx[imin] = to_normal<T>(dx[imin] + (D - P) / R);
+  if (imax < n && g.slope() > T(0)) dx[imax] = to_normal<T>(dx[imax] - D / R);
 }
 
 // ------------------------------------------------------------- multimax --

@@ -333,7 +333,12 @@ SMAX_INLINE xsimd::batch<T, A> softpick_gradient(xsimd::batch<T, A> v, xsimd::ba
   const B ed = xsimd::select(e < ed_cut, zero, e) * gd, h = g - gd;
   const B eh = mul_normal<A, T>(e, h);
   const auto finite_h = xsimd::abs(h) < B(std::numeric_limits<T>::infinity());
-  const B pos = xsimd::all(finite_h) ? eh : xsimd::select(finite_h, eh, xsimd::fms(e, g, ed));
+  // (the fms on inputs zeroed where h is finite: clang may evaluate this arm
+  // for every vector)
+  const B pos = xsimd::all(finite_h) ? eh
+                                     : xsimd::select(finite_h, eh,
+                                                     xsimd::fms(xsimd::select(finite_h, zero, e), g,
+                                                                xsimd::select(finite_h, zero, ed)));
   return xsimd::select(v > zero, pos, xsimd::select(v < zero, ed, zero));
 }
 
