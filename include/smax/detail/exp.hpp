@@ -249,16 +249,17 @@ SMAX_INLINE xsimd::batch<T, A> cody_waite(xsimd::batch<T, A> x, xsimd::batch<T, 
 
 // Without FMA, the polynomials' unfused products p d (|p| >= 2^-26) would
 // be subnormal for a d near 0 (x near 0 reduced with K = 0): d is replaced by
-// (d + c) - c, c = 2^-60 (double 2^-900): 0 or at least c 2^-24 (double
-// c 2^-53) in magnitude, d moved by at most 2c and only where |d| < c 2^25 (double
-// 2^54), so e^d by less than 2^-58 relative. Two additions, no compare.
+// d + c, c = 2^-60 (double 2^-900), which is 0 or at least c 2^-24 (double
+// c 2^-53) in magnitude (where |d| is within a factor 2 of c the sum is
+// exact, a multiple of that; elsewhere it is above c / 2). The sum is d
+// itself where |d| > c 2^25 (double 2^54) and within 2c of d below, so e^d
+// moves by less than 2^-58 relative. One addition, no compare.
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> poly_argument(xsimd::batch<T, A> d) noexcept {
   if constexpr (has_fma_v<A>) {
     return d;
   } else {
-    const xsimd::batch<T, A> c(static_cast<T>(sizeof(T) == 4 ? 0x1p-60 : 0x1p-900));
-    return (d + c) - c;
+    return d + xsimd::batch<T, A>(static_cast<T>(sizeof(T) == 4 ? 0x1p-60 : 0x1p-900));
   }
 }
 
