@@ -178,19 +178,28 @@ double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f) noexcep
     neumaier_sum total;
     std::size_t i = 0;
     while (i < n) {
-      D s0(0.0), s1(0.0);
+      // Two vectors per step into four double accumulators (one pair of
+      // chains made the pass bound by the adds' latency).
+      D s0(0.0), s1(0.0), s2(0.0), s3(0.0), lo, hi;
       const std::size_t end = i + std::min(block, n - i);
+      for (; i + 2 * W <= end; i += 2 * W) {
+        widen_halves<A>(f(B::load_unaligned(a + i), B::load_unaligned(b + i)), lo, hi);
+        s0 += lo;
+        s1 += hi;
+        widen_halves<A>(f(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W)), lo, hi);
+        s2 += lo;
+        s3 += hi;
+      }
       for (; i < end; i += W) {
         const std::size_t r = std::min(W, end - i);
         const B v = r == W ? f(B::load_unaligned(a + i), B::load_unaligned(b + i))
                            : xsimd::select(lane_index<A, float>() < B(static_cast<float>(r)),
                                            f(load_partial<A>(a + i, r, 0.0f), load_partial<A>(b + i, r, 0.0f)), B(0.0f));
-        D lo, hi;
         widen_halves<A>(v, lo, hi);
         s0 += lo;
         s1 += hi;
       }
-      total.add(xsimd::hadd(s0 + s1));
+      total.add(xsimd::hadd((s0 + s2) + (s1 + s3)));
     }
     return total.value();
   } else {
