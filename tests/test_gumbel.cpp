@@ -80,7 +80,7 @@ void ref_reduce(T x, T& f, T& k) {
   using U = typename C::uint_type;
   const U shifted = to_bits<T, U>(x) + U(C::one_bits - C::sqrt_half_bits);
   f = from_bits<T>((shifted & ((U(1) << C::mantissa_bits) - 1)) + C::sqrt_half_bits) - T(1);
-  k = from_bits<T>((shifted >> C::mantissa_bits) | C::magic_bits) - (C::magic + T(C::bias));
+  k = from_bits<T>((shifted >> C::mantissa_bits) | C::magic_bits) - (C::magic + T(C::exponent_bias));
 }
 
 float ref_neglog(float x) {

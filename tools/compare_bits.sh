@@ -17,7 +17,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/old"
 git archive "$rev" include | tar -x -C "$work/old"
-flags=(-std=c++17 -O2 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mavx2 -mf16c)
+# -ffp-contract=off: g++ otherwise fuses a * b + c where its inlining happens
+# to put them together (GNU mode contracts across xsimd's operators), so an
+# unrelated edit could move a last bit (seen: softpick_backward, AVX2, f64).
+flags=(-std=c++17 -O2 -ffp-contract=off -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mavx2 -mf16c)
 g++ "${flags[@]}" -I"$work/old/include" tools/bit_hashes.cpp -o "$work/old_bits" &
 g++ "${flags[@]}" -Iinclude tools/bit_hashes.cpp -o "$work/new_bits"
 wait

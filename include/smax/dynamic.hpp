@@ -313,17 +313,11 @@ namespace dynamic {
   }                                                                                                           \
   inline void softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,                \
                       executor* ex = nullptr) {                                                               \
-    detail::half_attention_rows("smax::softmax", x, y, o, ex,                                                 \
-                                [](const H* xr, H* yr, std::size_t n, const softmax_options<H>& so) {         \
-                                  softmax(xr, yr, n, so);                                                     \
-                                });                                                                           \
+    detail::half_attention_rows("smax::softmax", x, y, o, ex, [](auto... a) { softmax(a...); });              \
   }                                                                                                           \
   inline void log_softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,            \
                           executor* ex = nullptr) {                                                           \
-    detail::half_attention_rows("smax::log_softmax", x, y, o, ex,                                             \
-                                [](const H* xr, H* yr, std::size_t n, const softmax_options<H>& so) {         \
-                                  log_softmax(xr, yr, n, so);                                                 \
-                                });                                                                           \
+    detail::half_attention_rows("smax::log_softmax", x, y, o, ex, [](auto... a) { log_softmax(a...); });      \
   }                                                                                                           \
   inline double cross_entropy(matrix_view<const H> x, const std::int64_t* targets, const loss_options& o = {},\
                               double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) {\

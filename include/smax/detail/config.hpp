@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -41,6 +42,17 @@
 namespace smax {
 
 namespace detail {
+
+// The IEEE binary layout of T (float or double): its bits as unsigned and
+// signed integers, the mantissa field's width and the exponent's bias.
+template <class T>
+struct float_layout {
+  static_assert(std::numeric_limits<T>::is_iec559 && (sizeof(T) == 4 || sizeof(T) == 8), "IEEE float or double");
+  using uint_type = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  using int_type = std::make_signed_t<uint_type>;
+  static constexpr int mantissa_bits = std::numeric_limits<T>::digits - 1;
+  static constexpr int exponent_bias = std::numeric_limits<T>::max_exponent - 1;
+};
 
 // Keeps a scalar parameter (alpha, eps, tau, ...) out of template argument
 // deduction, so that smax::entmax_bisect(xf, yf, n, 1.5) compiles for float.

@@ -53,10 +53,7 @@ template <class T>
 struct exp_constants;
 
 template <>
-struct exp_constants<float> {
-  using int_type = std::int32_t;
-  static constexpr int mantissa_bits = 23;
-  static constexpr int exponent_bias = 127;
+struct exp_constants<float> : float_layout<float> {
   static constexpr float log2e = 0x1.715476p+0f;
   // ln2 = ln2_hi + ln2_mid + ln2_lo; hi and mid have 11 significant bits, so
   // K * hi and K * mid are exact for |K| < 2^13.
@@ -91,10 +88,7 @@ struct exp_constants<float> {
 };
 
 template <>
-struct exp_constants<double> {
-  using int_type = std::int64_t;
-  static constexpr int mantissa_bits = 52;
-  static constexpr int exponent_bias = 1023;
+struct exp_constants<double> : float_layout<double> {
   static constexpr double log2e = 0x1.71547652b82fep+0;
   // hi and mid have 32 significant bits: K * hi, K * mid exact for |K| < 2^21.
   static constexpr double ln2_hi = 0x1.62e42ffp-1;
@@ -345,6 +339,16 @@ SMAX_INLINE xsimd::batch<T, A> ldexp_normal(xsimd::batch<T, A> p, xsimd::batch<T
   return (p * B(T(4))) * xsimd::bitwise_cast<B>(pow2);
 }
 
+// The biased exponent field of each lane, as an integer: 0 for zero and
+// subnormals, 2 bias + 1 for inf and NaN.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<typename float_layout<T>::int_type, A> exponent_field(xsimd::batch<T, A> v) noexcept {
+  using L = float_layout<T>;
+  using I = typename L::int_type;
+  using BI = xsimd::batch<I, A>;
+  return (xsimd::bitwise_cast<BI>(v) & BI(I(2 * L::exponent_bias + 1) << L::mantissa_bits)) >> L::mantissa_bits;
+}
+
 // a with the lanes zeroed where a * b may fall below 2^(1 - bias), the
 // smallest normal number, judged by the exponents alone (their sum is the
 // product's within one): the kernel's products of a then form no subnormal.
@@ -371,10 +375,8 @@ SMAX_INLINE xsimd::batch<T, A> keep_if_normal_product(xsimd::batch<T, A> a, xsim
 #endif
   using I = typename C::int_type;
   using BI = xsimd::batch<I, A>;
-  const BI field(I(2 * C::exponent_bias + 1) << C::mantissa_bits);
   const BI ia = xsimd::bitwise_cast<BI>(a);
-  const BI ea = (ia & field) >> C::mantissa_bits;
-  const BI eb = (xsimd::bitwise_cast<BI>(b) & field) >> C::mantissa_bits;
+  const BI ea = exponent_field<A>(a), eb = exponent_field<A>(b);
   // Fields e_a + e_b - bias >= 1 (a NaN or inf field is 2 bias + 1).
   return xsimd::bitwise_cast<B>(xsimd::select((ea + eb) >= BI(I(C::exponent_bias + 1 + Above)), ia, BI(I(0))));
 }
@@ -420,9 +422,8 @@ SMAX_INLINE xsimd::batch<T, A> ldexp_flush(xsimd::batch<T, A> r, xsimd::batch<T,
 #endif
   using I = typename C::int_type;
   using BI = xsimd::batch<I, A>;
-  const BI field(I(2 * C::exponent_bias + 1) << C::mantissa_bits);
   const BI bits = xsimd::bitwise_cast<BI>(r);
-  const BI er = (bits & field) >> C::mantissa_bits;
+  const BI er = exponent_field<A>(r);
   // k as an integer: the low bits of k + round_magic, less the magic's own
   // (k >= -2^22 float; below that, 0 anyway).
   const B kc = xsimd::max(B(T(-(I(1) << 20))), k);

@@ -118,14 +118,11 @@ template <class T>
 struct log_constants;
 
 template <>
-struct log_constants<float> {
-  using uint_type = std::uint32_t;
-  static constexpr int mantissa_bits = 23;
+struct log_constants<float> : float_layout<float> {
   static constexpr uint_type one_bits = 0x3f800000u;        // 1.0f
   static constexpr uint_type sqrt_half_bits = 0x3f3504f3u;  // sqrt(1/2), rounded
   static constexpr uint_type magic_bits = 0x4b000000u;      // 2^23
   static constexpr float magic = 0x1p23f;
-  static constexpr int bias = 127;
   // ln2_hi has 15 significant bits: k * ln2_hi is exact for |k| < 2^9.
   static constexpr float ln2_hi = 0x1.62e4p-1f;
   static constexpr float ln2_lo = 0x1.7f7d1cp-20f;
@@ -133,14 +130,11 @@ struct log_constants<float> {
 };
 
 template <>
-struct log_constants<double> {
-  using uint_type = std::uint64_t;
-  static constexpr int mantissa_bits = 52;
+struct log_constants<double> : float_layout<double> {
   static constexpr uint_type one_bits = 0x3ff0000000000000ull;
   static constexpr uint_type sqrt_half_bits = 0x3fe6a09e667f3bcdull;
   static constexpr uint_type magic_bits = 0x4330000000000000ull;  // 2^52
   static constexpr double magic = 0x1p52;
-  static constexpr int bias = 1023;
   // 42 significant bits: k * ln2_hi exact for |k| < 2^11.
   static constexpr double ln2_hi = 0x1.62e42fefa38p-1;
   static constexpr double ln2_lo = 0x1.ef35793c7673p-45;
@@ -161,7 +155,7 @@ SMAX_INLINE void log_reduce(xsimd::batch<T, A> x, xsimd::batch<T, A>& f, xsimd::
   const BU mbits = (shifted & BU((U(1) << C::mantissa_bits) - 1)) + BU(C::sqrt_half_bits);
   f = xsimd::bitwise_cast<B>(mbits) - B(T(1));
   // (2^p + k + bias) - (2^p + bias)
-  k = xsimd::bitwise_cast<B>((shifted >> C::mantissa_bits) | BU(C::magic_bits)) - B(C::magic + T(C::bias));
+  k = xsimd::bitwise_cast<B>((shifted >> C::mantissa_bits) | BU(C::magic_bits)) - B(C::magic + T(C::exponent_bias));
 }
 
 // log(x) + extra for x positive, normal and finite (the callers guarantee
