@@ -67,6 +67,9 @@ const isa_tables& current() noexcept {
 }
 
 }  // namespace
+
+const isa_tables& active_tables() noexcept { return current(); }
+
 }  // namespace detail
 
 namespace dynamic {

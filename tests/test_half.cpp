@@ -2,6 +2,8 @@
 // midpoint, against an exact reference) and softmax / log_softmax of 16-bit
 // logits (within one 16-bit ulp of the exact result of the 16-bit inputs, or
 // the float contract for float outputs), on every ISA compiled in.
+#include <cstdlib>
+#include <cstring>
 #include <iterator>
 
 #include <smax/dynamic.hpp>
@@ -501,6 +503,29 @@ TEMPLATE_TEST_CASE("16-bit: FTZ/DAZ change no bit of the conversions or of softm
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #include <smax/detail/dispatch.hpp>
+
+// The dispatcher installs the variant exactly where it should: the avx512
+// level's bf16 table is the AVX512_BF16 one on a CPU with that extension
+// (unless SMAX_AVX512_BF16=0), the level's own everywhere else.
+TEST_CASE("bf16: the avx512 level's bf16 table is the AVX512_BF16 variant where the CPU has it", "[half]") {
+  const auto have = isas();
+  if (std::find(have.begin(), have.end(), "avx512") == have.end()) {
+    WARN("SKIPPED: this CPU lacks AVX-512");
+    return;
+  }
+  const smax_test::use_isa on("avx512");
+  const char* env = std::getenv("SMAX_AVX512_BF16");
+  const bool wanted = smax::detail::cpu_has_avx512_bf16() && !(env && std::strcmp(env, "0") == 0);
+  const smax::detail::half_table<bf16>& active = smax::detail::active_tables().b16;
+  const smax::detail::half_table<bf16>& expected =
+      wanted ? smax::detail::bf16_table_avx512_bf16() : smax::detail::tables_avx512().b16;
+  INFO("AVX512_BF16 wanted: " << wanted);
+  CHECK(active.narrow == expected.narrow);
+  CHECK(active.softmax == expected.softmax);
+  CHECK(active.softmax_backward == expected.softmax_backward);
+  // fp16 has no such variant: the level's own table.
+  CHECK(smax::detail::active_tables().h16.softmax == smax::detail::tables_avx512().h16.softmax);
+}
 
 // The avx512 level runs bf16 with its AVX512_BF16 variant where the CPU has
 // it (vcvtneps2bf16 rounding), so the tests above check that variant there;

@@ -227,5 +227,9 @@ SMAX_ISAS(SMAX_DECLARE_TABLES)
 const half_table<bf16>& bf16_table_avx512_bf16() noexcept;
 #endif
 
+// The tables smax::dynamic's calls go to now (src/smax_dynamic.cpp): for
+// the tests that check which variant the dispatcher installed.
+const isa_tables& active_tables() noexcept;
+
 }  // namespace detail
 }  // namespace smax
