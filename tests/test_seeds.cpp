@@ -170,7 +170,7 @@ void both_layouts(const std::vector<T>& x, F&& f, std::vector<T>& out, std::vect
 template <class T>
 void forward_accuracy(variants_test::worst_table& table) {
   std::vector<std::size_t> sizes = smax_test::sizes_up_to_max();
-  // The two-pass path (sa_softmax out of place, multimax): past 8 MiB.
+  // The two-pass path (plain sa_softmax, multimax): past 8 MiB.
   const std::size_t big = (std::size_t(3) << 20) * 4 / sizeof(T);
   if (big <= smax_test::max_n()) sizes.push_back(big);
   const T alphas[] = {T(1.5), T(1.25), T(2), T(3)};
@@ -213,6 +213,7 @@ void forward_accuracy(variants_test::worst_table& table) {
         table.add(std::string(norm ? "sa_softmax normalized " : "sa_softmax ") + key, std::max(e1, e2));
         CHECK(e1 <= tol<T>::rel);
         CHECK(e2 <= tol<T>::rel);
+        CHECK(variants_test::hash_bits(y) == variants_test::hash_bits(yi));  // in place: the same bits
       }
       for (int k = 0; k < n_params; ++k) {
         const smax::multimax_params p = mm_params(k);
@@ -221,6 +222,7 @@ void forward_accuracy(variants_test::worst_table& table) {
         table.add("multimax / allowance " + key, std::max(e1, e2) / allow_mm[k]);
         CHECK(e1 <= allow_mm[k]);
         CHECK(e2 <= allow_mm[k]);
+        CHECK(variants_test::hash_bits(y) == variants_test::hash_bits(yi));
       }
       for (std::size_t a = 0; a < ref_as.size(); ++a) {
         both_layouts<T>(x, [&](const T* xp, T* yp, std::size_t m) { smax::dynamic::asentmax(xp, yp, m, alphas[a], as_s, as_b); },
@@ -229,6 +231,7 @@ void forward_accuracy(variants_test::worst_table& table) {
         table.add("asentmax abs " + key, std::max(e1, e2));
         CHECK(e1 <= tol<T>::abs_sparse);
         CHECK(e2 <= tol<T>::abs_sparse);
+        CHECK(variants_test::hash_bits(y) == variants_test::hash_bits(yi));
       }
     }
   }

@@ -544,8 +544,9 @@ enum class sink { ordinary, stream_aligned, stream_writer };
 // The body of sum_map on x[0..n-1]: the values go to y with ordinary
 // stores, with streaming stores (y vector-aligned), or through a
 // stream_writer (in order). Adds into total.
-template <class A, sink S, class T, class Src, class F>
-SMAX_INLINE void run(const Src* x, T* y, std::size_t n, F& f, compensated<A, T>& total, std::size_t head) noexcept {
+template <class A, sink S, class T, class Src, class F, class Keep>
+SMAX_INLINE void run(const Src* x, T* y, std::size_t n, F& f, Keep& keep, compensated<A, T>& total,
+                     std::size_t head) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t U = loop_shape<A>::unroll;
@@ -578,12 +579,15 @@ SMAX_INLINE void run(const Src* x, T* y, std::size_t n, F& f, compensated<A, T>&
     const std::size_t end = (n - i >= block) ? i + block : i + ((n - i) / (U * W)) * (U * W);
     for (; i < end; i += U * W) {
       if (far) prefetch_as<A, U, T>(x + i);
-      B e[U];
+      B v[U], e[U];
 #pragma GCC unroll 16
-      for (std::size_t u = 0; u < U; ++u) e[u] = f(load_as<A, T>(x + i + u * W));
+      for (std::size_t u = 0; u < U; ++u) {
+        v[u] = load_as<A, T>(x + i + u * W);
+        e[u] = f(v[u]);
+      }
       if (y) {
 #pragma GCC unroll 16
-        for (std::size_t u = 0; u < U; ++u) put(i + u * W, e[u]);
+        for (std::size_t u = 0; u < U; ++u) put(i + u * W, keep(v[u], e[u]));
       }
 #pragma GCC unroll 16
       for (std::size_t u = 0; u < U; ++u) acc[u] += e[u];
@@ -598,17 +602,19 @@ SMAX_INLINE void run(const Src* x, T* y, std::size_t n, F& f, compensated<A, T>&
   }
   B rest(T(0));
   for (; i + W <= n; i += W) {
-    const B e = f(load_as<A, T>(x + i));
-    if (y) put(i, e);
+    const B v = load_as<A, T>(x + i);
+    const B e = f(v);
+    if (y) put(i, keep(v, e));
     rest += e;
   }
   if (i < n) {
     const std::size_t r = n - i;
-    const B e = f(load_as_partial<A, T>(x + i, r, T(0)));
+    const B v = load_as_partial<A, T>(x + i, r, T(0));
+    const B e = f(v);
     if constexpr (S == sink::stream_writer)
-      writer.put_partial(e, r);
+      writer.put_partial(keep(v, e), r);
     else if (y)
-      store_partial<A>(y + i, r, e);
+      store_partial<A>(y + i, r, keep(v, e));
     rest += xsimd::select(lane_index<A, T>() < B(static_cast<T>(r)), e, B(T(0)));
   }
   total.add(rest);
@@ -617,12 +623,22 @@ SMAX_INLINE void run(const Src* x, T* y, std::size_t n, F& f, compensated<A, T>&
 
 }  // namespace sum_map_impl
 
+// The value sum_map stores by default: the term it sums.
+struct store_term {
+  template <class B>
+  SMAX_INLINE B operator()(const B&, const B& e) const noexcept {
+    return e;
+  }
+};
+
 // Sum over i of f(x[i]) (f: batch -> batch), in double; when `y` is not null
-// also stores f(x[i]) to y[i] (the reload variant; streaming stores when the
-// output is large, see stream_min_bytes). Tail lanes are masked out of the
-// sum, so f may return anything for the padding. x may be 16-bit (T float).
-template <class A, class T, class Src, class F>
-SMAX_FLATTEN double sum_map(const Src* x, T* y, std::size_t n, F&& f) noexcept {
+// also stores keep(x[i], f(x[i])) (by default f(x[i]) itself) to y[i], each
+// after its own load, so y may be x (the reload variant; streaming stores
+// when the output is large, see stream_min_bytes). Tail lanes are masked out
+// of the sum, so f may return anything for the padding. x may be 16-bit (T
+// float).
+template <class A, class T, class Src, class F, class Keep = store_term>
+SMAX_FLATTEN double sum_map(const Src* x, T* y, std::size_t n, F&& f, Keep&& keep = Keep{}) noexcept {
   static_assert((loop_shape<A>::unroll & (loop_shape<A>::unroll - 1)) == 0, "unroll must be a power of two");
   compensated<A, T> total;
   std::size_t head = 0;
@@ -632,13 +648,13 @@ SMAX_FLATTEN double sum_map(const Src* x, T* y, std::size_t n, F&& f) noexcept {
     // through stream_writer (about 10% slower: docs/tuning.md, "Streaming
     // stores").
     if (head == 0) {
-      sum_map_impl::run<A, sum_map_impl::sink::stream_aligned>(x, y, n, f, total, 0);
+      sum_map_impl::run<A, sum_map_impl::sink::stream_aligned>(x, y, n, f, keep, total, 0);
       stream_fence<A>();
     } else {
-      sum_map_impl::run<A, sum_map_impl::sink::stream_writer>(x, y, n, f, total, head);  // fences
+      sum_map_impl::run<A, sum_map_impl::sink::stream_writer>(x, y, n, f, keep, total, head);  // fences
     }
   } else {
-    sum_map_impl::run<A, sum_map_impl::sink::ordinary>(x, y, n, f, total, 0);
+    sum_map_impl::run<A, sum_map_impl::sink::ordinary>(x, y, n, f, keep, total, 0);
   }
   return total.sum();
 }

@@ -87,22 +87,22 @@ SMAX_INLINE T clamp_floor(T m) noexcept {
 enum class exp_terms { recompute, reload };
 
 // Passes 1 and 2 of three-pass: m = max x, then the sum s of the terms,
-// each stored to terms[i] unless terms is null; then finish(s, normalized),
-// normalized(inv) giving the map x -> term * inv. False (nothing called)
-// when m is not finite. x may be 16-bit (T float).
-template <class A, class T, class S, class Finish>
-SMAX_INLINE bool three_pass_sum(const S* x, T* terms, std::size_t n, Finish&& finish) noexcept {
+// each stored to terms[i] unless terms is null (as keep(x, term): sum_map);
+// then finish(s, normalized), normalized(inv) giving the map x -> term * inv.
+// False (nothing called) when m is not finite. x may be 16-bit (T float).
+template <class A, class T, class S, class Finish, class Keep = store_term>
+SMAX_INLINE bool three_pass_sum(const S* x, T* terms, std::size_t n, Finish&& finish, Keep&& keep = Keep{}) noexcept {
   const T m = reduce_max<A>(x, n);
   if (!is_finite(m)) return false;
   if (use_split(m)) {
     double r;
     const T E = ref_exponent(m, r);
     const T lo = clamp_floor(m);
-    const double s = sum_map<A>(x, terms, n, exp_ref<A, T>(lo, E, T(1)));
+    const double s = sum_map<A>(x, terms, n, exp_ref<A, T>(lo, E, T(1)), keep);
     finish(s, [&](T inv) { return exp_ref<A, T>(lo, E, inv); });
   } else {
     const shifted_exp<A, T, false> ex(m);
-    const double s = sum_map<A>(x, terms, n, ex);
+    const double s = sum_map<A>(x, terms, n, ex, keep);
     finish(s, [&](T inv) { return scaled_shifted_exp<A, T, false>(ex, inv); });
   }
   return true;
