@@ -46,6 +46,38 @@ void run_losses(smax_fuzz::stream& in, const std::vector<T>& x) {
   const bool saved = in.byte() & 1;
   smax_fuzz::context() += "target " + std::to_string(t) + ", label smoothing " + std::to_string(ls) + ", dloss " +
                           std::to_string(dloss) + (saved ? ", saved lse" : "") + (in_place ? ", in place\n" : "\n");
+  {
+    // The loss: lse - ((1 - ls) x_t + ls mean(x)); where every x is finite,
+    // against long double, allowing beside the relative error the double
+    // terms' own rounding (|term| 2^-52) and the mean's sum in T lanes (a
+    // few T ulps of mean |x|).
+    const double loss = smax::dynamic::cross_entropy(x.data(), n, t, ls);
+    bool finite = true;
+    ld mean = 0, mean_abs = 0;
+    for (T v : x) {
+      finite &= v == v && v != std::numeric_limits<T>::infinity() && v != -std::numeric_limits<T>::infinity();
+      mean += v;
+      mean_abs += std::fabs(ld(v));
+    }
+    mean /= ld(n);
+    mean_abs /= ld(n);
+    if (nan) {
+      if (loss == loss) smax_fuzz::fail("cross_entropy: NaN in x must give NaN");
+    } else if (finite) {
+      ld s = 0;
+      for (T v : x) s += std::exp(ld(v) - m);
+      const ld lse_ref = m + std::log(s);
+      const ld ref = lse_ref - ((1 - ld(ls)) * ld(x[t]) + ld(ls) * mean);
+      const ld tol = (sizeof(T) == 4 ? 1e-6L : 1e-13L) * std::max<ld>(1, std::fabs(ref)) +
+                     (std::fabs(lse_ref) + std::fabs(ld(x[t])) + std::fabs(mean)) * 0x1p-50L +
+                     ld(ls) * mean_abs * 16 * ld(std::numeric_limits<T>::epsilon());
+      // (a loss beyond double's range is +inf: logits of both signs near
+      // double's largest)
+      const bool overflows = ref > ld(std::numeric_limits<double>::max());
+      if (!(std::fabs(ld(loss) - ref) <= tol) && !(overflows && loss == INFINITY))
+        smax_fuzz::fail("cross_entropy: off the reference");
+    }
+  }
   smax_fuzz::guarded<T> xb(n, in.byte()), db(n, in.byte());
   xb.assign(x);
   T* out = in_place ? xb.data() : db.data();

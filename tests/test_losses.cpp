@@ -137,6 +137,42 @@ TEMPLATE_TEST_CASE("logsumexp and cross_entropy match a long-double reference", 
   }
 }
 
+// With label smoothing the loss needs mean(x): n logits near the largest
+// finite value overflowed its sum in T lanes (+inf loss; found by
+// fuzz_losses). All equal, the loss is log n.
+TEMPLATE_TEST_CASE("cross_entropy: label smoothing on logits near the largest finite value", "[losses]", float,
+                   double) {
+  using T = TestType;
+  constexpr T big = std::numeric_limits<T>::max();
+  for (const auto& isa : isas()) {
+    use_isa on(isa);
+    for (std::size_t n : {2, 3, 30, 1000, 70001}) {
+      for (T v : {-big, big, T(-big / 3)}) {
+        const std::vector<T> x(n, v);
+        for (float ls : {0.1f, 0.392157f, 1.0f}) {
+          INFO(isa << " n " << n << " x " << v << " ls " << ls);
+          const double loss = smax::dynamic::cross_entropy(x.data(), n, n / 2, ls);
+          // the mean's sum in T lanes: a few ulps of |x|
+          const double allow = 1e-6 + double(ls) * std::fabs(double(v)) * 16 * std::numeric_limits<T>::epsilon();
+          CHECK(std::isfinite(loss));
+          CHECK(std::fabs(loss - std::log(double(n))) <= allow);
+        }
+      }
+    }
+    // Both signs near the largest value: lse - x_t alone would overflow,
+    // the loss 0.05 (2 big) + 0.95 (big - 0.8 big) = 0.29 big does not
+    // (double; float logits never reach double's range).
+    if (sizeof(T) == 8) {
+      std::vector<T> x(10, big);
+      x[9] = -big;
+      const double loss = smax::dynamic::cross_entropy(x.data(), x.size(), 9, 0.95f);
+      const double want = (1 - double(0.95f)) * 2 * double(big) + double(0.95f) * (double(big) - 0.8 * double(big));
+      INFO(isa);
+      CHECK(std::fabs(loss - want) <= 1e-6 * want);
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("losses: special values and bad arguments", "[losses]", float, double) {
   using T = TestType;
   constexpr T inf = std::numeric_limits<T>::infinity();

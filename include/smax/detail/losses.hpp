@@ -81,23 +81,30 @@ double logsumexp_max(const T* x, std::size_t n) noexcept {
   return std::log(s) + shift;  // NaN s (a NaN in x) gives NaN
 }
 
-// logsumexp of x[0..n) in one read; with sumx, also the sum of x (the
+// logsumexp of x[0..n) in one read; with meanx, also the mean of x (the
 // block's second read, for the sum, hits L2).
 template <class A, class T>
-double logsumexp_sum(const T* x, std::size_t n, double* sumx) noexcept {
+double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr double ln2 = 0.6931471805599453;
   if (n == 0) {
-    if (sumx) *sumx = 0;
+    if (meanx) *meanx = 0;
     return -std::numeric_limits<double>::infinity();
   }
-  if (!sumx) {
+  if (!meanx) {
     double s;
     T E;
     if (two_pass_sum<A>(x, n, s, E)) return std::log(s) + static_cast<double>(E) * ln2;
     return logsumexp_max<A>(x, n);
   }
   const std::size_t nb = (n + block_elems - 1) / block_elems;
+  // x is summed as x 2^-k, 2^k >= 2n (exact; a product below the normal
+  // range is 0: each dropped x is below about 2^(k+1) times T's smallest
+  // normal number, so the mean moves by at most about 8 n times it):
+  // no partial sum can overflow, as n logits near -FLT_MAX did, and the mean
+  // is scaled back only after the division.
+  const int k = std::ilogb(static_cast<double>(n)) + 2;
+  const B down(std::ldexp(T(1), -k));
   double total_x = 0, s = 0;
   T Emax = -std::numeric_limits<T>::infinity();
   bool ok = true;
@@ -109,7 +116,7 @@ double logsumexp_sum(const T* x, std::size_t n, double* sumx) noexcept {
     double sb = 0;
     T Eb = T(0);
     if (ok) ok = two_pass_sum<A>(xb, len, sb, Eb);
-    total_x += sum_map<A>(xb, static_cast<T*>(nullptr), len, [](B v) { return v; });
+    total_x += sum_map<A>(xb, static_cast<T*>(nullptr), len, [&](B v) { return mul_normal<A, T>(v, down); });
     if (!ok) continue;
     if (Eb > Emax) {
       s = (b == 0) ? sb : ldexp_flushed(s, static_cast<int>(Emax - Eb)) + sb;
@@ -118,7 +125,7 @@ double logsumexp_sum(const T* x, std::size_t n, double* sumx) noexcept {
       s += ldexp_flushed(sb, static_cast<int>(Eb - Emax));
     }
   }
-  *sumx = total_x;
+  *meanx = std::ldexp(total_x / static_cast<double>(n), k);
   if (ok && s > 0 && s < std::numeric_limits<double>::infinity())
     return std::log(s) + static_cast<double>(Emax) * ln2;
   return logsumexp_max<A>(x, n);
@@ -132,18 +139,22 @@ void check_loss_args(const char* fn, std::size_t n, std::size_t target, float ls
 
 // cross_entropy given x's logsumexp and (label smoothing) its sum.
 template <class T>
-double cross_entropy_from(const T* x, std::size_t n, std::size_t target, float ls, double lse, double sumx) noexcept {
+double cross_entropy_from(const T* x, std::size_t target, float ls, double lse, double meanx) noexcept {
   const double xt = static_cast<double>(x[target]);
   if (ls == 0.0f) return lse - xt;
   const double l = ls;
-  return lse - ((1.0 - l) * xt + l * (sumx / static_cast<double>(n)));
+  // lse - ((1 - l) xt + l mean) as (1 - l)(lse - xt) + l (lse - mean), each
+  // part >= 0 formed from products of at most T's largest value: nothing
+  // overflows unless the loss itself exceeds double's range.
+  const double k = 1.0 - l;
+  return (k * lse - k * xt) + (l * lse - l * meanx);
 }
 
 template <class A, class T>
 double cross_entropy(const T* x, std::size_t n, std::size_t target, float ls) noexcept {
-  double sumx = 0;
-  const double lse = logsumexp_sum<A>(x, n, ls > 0.0f ? &sumx : nullptr);
-  return cross_entropy_from(x, n, target, ls, lse, sumx);
+  double meanx = 0;
+  const double lse = logsumexp_sum<A>(x, n, ls > 0.0f ? &meanx : nullptr);
+  return cross_entropy_from(x, target, ls, lse, meanx);
 }
 
 // dx = dloss (softmax(x) - q), q = (1 - ls) onehot(target) + ls / n, from
@@ -291,10 +302,10 @@ double cross_entropy_rows(matrix_view<const T> x, const std::int64_t* targets, c
   for_each_row_index(x.rows, x.cols, default_executor(ex), [&](std::size_t r) {
     const std::int64_t t = targets[r];
     const T* xr = x.row(r);
-    double sumx = 0;
-    const double l = logsumexp_sum<A>(xr, x.cols, ls > 0.0f ? &sumx : nullptr);
+    double meanx = 0;
+    const double l = logsumexp_sum<A>(xr, x.cols, ls > 0.0f ? &meanx : nullptr);
     if (lse) lse[r] = l;
-    loss[r] = (t == o.ignore_index) ? 0.0 : cross_entropy_from(xr, x.cols, static_cast<std::size_t>(t), ls, l, sumx);
+    loss[r] = (t == o.ignore_index) ? 0.0 : cross_entropy_from(xr, static_cast<std::size_t>(t), ls, l, meanx);
   });
   return reduce_losses(loss, targets, x.rows, o);
 }
