@@ -11,6 +11,9 @@
 // entmax_bisect/1.5's.
 #include <smax/dynamic.hpp>
 
+#include <cmath>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -67,6 +70,56 @@ void register_type(const std::vector<std::size_t>& ns) {
     k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::asentmax(x, y, n, T(1.5), T(0.0555), T(0)); };
     k.check = sums_to_one;
     smax_bench::register_per_isa(k, ns);
+  }
+  // Backward, in cache (4K, 64K: the kept y of each size stays small): dy
+  // is the shared input and x too, y the forward output of the first
+  // slot's input (computed in the untimed first call, then reused by every
+  // call of that size).
+  std::vector<std::size_t> in_cache;
+  for (std::size_t n : ns)
+    if (n <= 65536) in_cache.push_back(n);
+  enum which { sigmoid, sa, sa_norm, multi, asent };
+  const struct {
+    which w;
+    const char* name;
+    smax_bench::mem_traffic traffic;
+  } backward[] = {// the streams read (x and dy are one array here): x; max x, dot y x,
+                  // sum x, then x; + min / max x, P over x; dot y x, then x y;
+                  // entmax's two reads of y and x, the scaling pass
+                  {sigmoid, "seeds/sigmoid_attention_backward", {1, 1}},
+                  {sa, "seeds/sa_softmax_backward", {5, 1}},
+                  {sa_norm, "seeds/sa_softmax_normalized_backward", {7, 1}},
+                  {multi, "seeds/multimax_backward", {4, 1}},
+                  {asent, "seeds/asentmax_backward", {5, 2}}};
+  for (const auto& b : backward) {
+    smax_bench::kernel<T> k;
+    k.name = b.name;
+    k.traffic = b.traffic;
+    k.check = smax_bench::finite_check<T>;
+    const which w = b.w;
+    k.run = [w](const T* dy, T* dx, std::size_t n) {
+      static std::map<std::pair<int, std::size_t>, std::vector<T>> outputs;
+      std::vector<T>& y = outputs[{int(w), n}];
+      const T bias = static_cast<T>(-std::log(static_cast<double>(n)));
+      if (y.empty()) {
+        y.resize(n);
+        switch (w) {
+          case sigmoid: smax::dynamic::sigmoid_attention(dy, y.data(), n, bias); break;
+          case sa: smax::dynamic::sa_softmax(dy, y.data(), n, false); break;
+          case sa_norm: smax::dynamic::sa_softmax(dy, y.data(), n, true); break;
+          case multi: smax::dynamic::multimax(dy, y.data(), n, bench_params()); break;
+          case asent: smax::dynamic::asentmax(dy, y.data(), n, T(1.5), T(0.0555), T(0)); break;
+        }
+      }
+      switch (w) {
+        case sigmoid: return smax::dynamic::sigmoid_attention_backward(dy, y.data(), dy, dx, n, bias);
+        case sa: return smax::dynamic::sa_softmax_backward(dy, y.data(), dy, dx, n, false);
+        case sa_norm: return smax::dynamic::sa_softmax_backward(dy, y.data(), dy, dx, n, true);
+        case multi: return smax::dynamic::multimax_backward(dy, y.data(), dy, dx, n, bench_params());
+        case asent: return smax::dynamic::asentmax_backward(dy, y.data(), dy, dx, n, T(1.5), T(0.0555), T(0));
+      }
+    };
+    smax_bench::register_per_isa(k, in_cache);
   }
 }
 

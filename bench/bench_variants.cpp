@@ -86,21 +86,39 @@ void register_type(const std::vector<std::size_t>& ns) {
     k.check = smax_bench::finite_check<T>;
     smax_bench::register_per_isa(k, ns);
   }
-  // Backward, with dy = x (the traffic is what counts): stablemax reads x
-  // and dy twice (sums, then dx); softpick reads y and dy (dot), x (sum),
-  // then x and dy.
+  // Backward, with y = dy = x (one array; the traffic counts the streams
+  // actually read): stablemax reads x and dy twice (sums, then dx); softpick
+  // reads y and dy (dot), x (sum), then x and dy.
   {
     smax_bench::kernel<T> k;
     k.name = "stablemax_backward";
-    k.traffic = {4, 1};
+    k.traffic = {2, 1};
     k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::stablemax_backward(x, x, y, n); };
+    k.check = smax_bench::finite_check<T>;
+    smax_bench::register_per_isa(k, ns);
+  }
+  // softmax's and log_softmax's, y = dy = x (one array): read for the dot
+  // or sum, again for dx.
+  {
+    smax_bench::kernel<T> k;
+    k.name = "softmax_backward";
+    k.traffic = {2, 1};
+    k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::softmax_backward(x, x, y, n); };
+    k.check = smax_bench::finite_check<T>;
+    smax_bench::register_per_isa(k, ns);
+  }
+  {
+    smax_bench::kernel<T> k;
+    k.name = "log_softmax_backward";
+    k.traffic = {2, 1};
+    k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::log_softmax_backward(x, x, y, n); };
     k.check = smax_bench::finite_check<T>;
     smax_bench::register_per_isa(k, ns);
   }
   {
     smax_bench::kernel<T> k;
     k.name = "softpick_backward";
-    k.traffic = {5, 1};
+    k.traffic = {3, 1};
     k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::softpick_backward(x, x, x, y, n); };
     k.check = smax_bench::finite_check<T>;
     smax_bench::register_per_isa(k, ns);

@@ -5,6 +5,7 @@
 // rest of the family, forward and backward, with parameters that include
 // invalid ones: those must throw std::invalid_argument before any row is
 // written, exactly when the single-vector function throws.
+#include <limits>
 #include <memory>
 
 #include <smax/parallel.hpp>
@@ -103,12 +104,25 @@ template <class T>
 void family(smax_fuzz::stream& in) {
   using smax::matrix_view;
   namespace d = smax::dynamic;
-  const int fn = in.byte() % 14;
-  static const char* const names[] = {"sparsemax",        "entmax15",           "entmax_bisect",     "stablemax",
-                                      "log_stablemax",    "softpick",           "ssmax",             "gumbel_softmax",
-                                      "softmax_backward", "log_softmax_backward", "sparsemax_backward", "entmax_backward",
-                                      "stablemax_backward", "softpick_backward"};
-  const int inputs = fn < 8 ? 1 : fn == 13 ? 3 : 2;
+  // Every batched function of the registry but softmax and log_softmax (run
+  // above) and topk_softmax and sample (fuzz_topk): tests/test_registry.cpp
+  // checks this list against dispatch.hpp's.
+  static const char* const names[] = {"sparsemax",          "entmax15",
+                                      "entmax_bisect",      "stablemax",
+                                      "log_stablemax",      "softpick",
+                                      "ssmax",              "gumbel_softmax",
+                                      "sigmoid_attention",  "sa_softmax",
+                                      "multimax",           "asentmax",
+                                      "softmax_backward",   "log_softmax_backward",
+                                      "sparsemax_backward", "entmax_backward",
+                                      "stablemax_backward", "softpick_backward",
+                                      "sigmoid_attention_backward", "sa_softmax_backward",
+                                      "multimax_backward",  "asentmax_backward"};
+  constexpr int n_names = static_cast<int>(sizeof(names) / sizeof(names[0]));
+  const int fn = in.byte() % n_names;
+  // Forward functions read x; the first backward ones (y, dy), the seeds'
+  // and softpick's (x, y, dy).
+  const int inputs = fn < 12 ? 1 : fn < 17 ? 2 : 3;
   const bool in_place = in.byte() & 1;  // the output aliases the last input
   smax::executor* ex = pick_executor(in.byte());
   const std::size_t rows = in.byte() % 12;
@@ -121,6 +135,13 @@ void family(smax_fuzz::stream& in) {
   const T tau = param<T>(in, {T(1), T(0.5), T(1e-20), T(10)});
   const std::uint64_t seed = in.u64();
   const bool hard = in.byte() & 1;
+  const bool normalized = in.byte() & 1;
+  smax::multimax_params mp;  // a NaN parameter throws
+  for (int k = 0; k < 4; ++k) {
+    mp.ranges[k] = static_cast<std::int8_t>(in.byte()) / 32.0;
+    mp.ts[k] = static_cast<std::int8_t>(in.byte()) / 256.0;
+  }
+  if (in.byte() % 16 == 0) mp.ts[in.byte() % 4] = std::numeric_limits<double>::quiet_NaN();
   smax_fuzz::context() = std::string(names[fn]) + " rows " + std::to_string(rows) + " cols " + std::to_string(cols) +
                          (in_place ? " in place" : "") + "\n";
 
@@ -143,12 +164,20 @@ void family(smax_fuzz::stream& in) {
       case 5: return d::softpick(x0, y, n, eps);
       case 6: return d::ssmax(x0, y, n, s, b);
       case 7: return d::gumbel_softmax(x0, y, n, tau, smax::gumbel_row_seed(seed, r), hard);
-      case 8: return d::softmax_backward(x0, x1, y, n);
-      case 9: return d::log_softmax_backward(x0, x1, y, n);
-      case 10: return d::sparsemax_backward(x0, x1, y, n);
-      case 11: return d::entmax_backward(x0, x1, y, n, alpha);
-      case 12: return d::stablemax_backward(x0, x1, y, n);
-      default: return d::softpick_backward(x0, x1, x2, y, n, eps);
+      case 8: return d::sigmoid_attention(x0, y, n, b);
+      case 9: return d::sa_softmax(x0, y, n, normalized);
+      case 10: return d::multimax(x0, y, n, mp);
+      case 11: return d::asentmax(x0, y, n, alpha, s, b);
+      case 12: return d::softmax_backward(x0, x1, y, n);
+      case 13: return d::log_softmax_backward(x0, x1, y, n);
+      case 14: return d::sparsemax_backward(x0, x1, y, n);
+      case 15: return d::entmax_backward(x0, x1, y, n, alpha);
+      case 16: return d::stablemax_backward(x0, x1, y, n);
+      case 17: return d::softpick_backward(x0, x1, x2, y, n, eps);
+      case 18: return d::sigmoid_attention_backward(x0, x1, x2, y, n, b);
+      case 19: return d::sa_softmax_backward(x0, x1, x2, y, n, normalized);
+      case 20: return d::multimax_backward(x0, x1, x2, y, n, mp);
+      default: return d::asentmax_backward(x0, x1, x2, y, n, alpha, s, b);
     }
   };
   const bool bad = smax_fuzz::throws_invalid([&] { vec(nullptr, nullptr, nullptr, nullptr, 0, 0); });
@@ -164,12 +193,20 @@ void family(smax_fuzz::stream& in) {
       case 5: return d::softpick(A, Y, eps, ex);
       case 6: return d::ssmax(A, Y, s, b, ex);
       case 7: return d::gumbel_softmax(A, Y, tau, seed, hard, ex);
-      case 8: return d::softmax_backward(A, B, Y, ex);
-      case 9: return d::log_softmax_backward(A, B, Y, ex);
-      case 10: return d::sparsemax_backward(A, B, Y, ex);
-      case 11: return d::entmax_backward(A, B, Y, alpha, ex);
-      case 12: return d::stablemax_backward(A, B, Y, ex);
-      default: return d::softpick_backward(A, B, C, Y, eps, ex);
+      case 8: return d::sigmoid_attention(A, Y, b, ex);
+      case 9: return d::sa_softmax(A, Y, normalized, ex);
+      case 10: return d::multimax(A, Y, mp, ex);
+      case 11: return d::asentmax(A, Y, alpha, s, b, ex);
+      case 12: return d::softmax_backward(A, B, Y, ex);
+      case 13: return d::log_softmax_backward(A, B, Y, ex);
+      case 14: return d::sparsemax_backward(A, B, Y, ex);
+      case 15: return d::entmax_backward(A, B, Y, alpha, ex);
+      case 16: return d::stablemax_backward(A, B, Y, ex);
+      case 17: return d::softpick_backward(A, B, C, Y, eps, ex);
+      case 18: return d::sigmoid_attention_backward(A, B, C, Y, b, ex);
+      case 19: return d::sa_softmax_backward(A, B, C, Y, normalized, ex);
+      case 20: return d::multimax_backward(A, B, C, Y, mp, ex);
+      default: return d::asentmax_backward(A, B, C, Y, alpha, s, b, ex);
     }
   });
   if (threw != bad) smax_fuzz::fail(bad ? "batched: a bad parameter was accepted" : "batched: good parameters refused");

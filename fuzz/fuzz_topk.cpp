@@ -43,6 +43,16 @@ void fuzz_topk(smax_fuzz::stream& in, const std::vector<T>& x) {
   smax::dynamic::topk_softmax(x.data(), n, k, probs.data(), index.data());
   probs.check_guards("topk_softmax probs");
   index.check_guards("topk_softmax index");
+  {
+    // The batched form on the same data as a one-row matrix: the same bits.
+    std::vector<T> bp(k);
+    std::vector<std::uint32_t> bi(k);
+    smax::dynamic::topk_softmax(smax::matrix_view<const T>(x.data(), 1, n), k, smax::matrix_view<T>(bp.data(), 1, k),
+                                smax::matrix_view<std::uint32_t>(bi.data(), 1, k));
+    for (std::size_t j = 0; j < k; ++j)
+      if (bi[j] != index[j] || std::memcmp(&bp[j], &probs[j], sizeof(T)) != 0)
+        fail("topk_softmax: the batched form's row differs from the vector call");
+  }
   if (k == 0) return;
   if (smax_fuzz::any_nan(x)) {
     for (std::size_t j = 0; j < k; ++j)
