@@ -10,7 +10,8 @@
 #
 #   release  g++ -O2, warnings as errors: every test on every ISA the CPU
 #            has, the examples, SMAX_ISA forcing, packaging (find_package
-#            against an install prefix, add_subdirectory)
+#            against an install prefix, add_subdirectory); smax_bench is
+#            built (not run)
 #   clang    clang++ -O2, warnings as errors: the same tests, less packaging
 #   asan     g++ Debug (-O0: at -O1 the sanitized per-ISA TUs take 10x
 #            longer to compile) with AddressSanitizer + UndefinedBehaviorSanitizer,
@@ -48,8 +49,11 @@ stages=("$@")
 # libclang-rt-14-dev: the sanitizer and libFuzzer runtimes of Debian 12's clang
 # (only recommended by clang, and recommends are not installed here)
 # bindings: pkg-config, pybind11-dev, python3-dev and Debian's numpy, torch, pytest
+# libbenchmark-dev: the release stage also builds smax_bench (without the
+# peers, which tools/run_bench.sh installs), so that a change that breaks
+# the benchmark suite fails here
 packages=(cmake make g++ clang libclang-rt-14-dev libxsimd-dev catch2 g++-aarch64-linux-gnu qemu-user
-          pkg-config pybind11-dev python3-dev python3-numpy python3-torch python3-pytest)
+          pkg-config pybind11-dev python3-dev python3-numpy python3-torch python3-pytest libbenchmark-dev)
 
 install_packages() {
   command -v dpkg-query >/dev/null 2>&1 || return 0  # not Debian: trust the PATH
