@@ -17,13 +17,18 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/old"
 git archive "$rev" include | tar -x -C "$work/old"
-# -ffp-contract=off: g++ otherwise fuses a * b + c where its inlining happens
-# to put them together (GNU mode contracts across xsimd's operators), so an
-# unrelated edit could move a last bit (seen: softpick_backward, AVX2, f64).
-flags=(-std=c++17 -O2 -ffp-contract=off -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mavx2 -mf16c)
+# -ffp-contract=off: g++ contracts a * b + c into an FMA by default in C++
+# (-ffp-contract=fast, also across xsimd's operators) wherever its inlining
+# happens to put them together, so an unrelated edit can move a last bit of
+# the default build (seen: softpick_backward, AVX2, f64); with it off, "same
+# bits" says the arithmetic written is the same. SMAX_COMPARE_CONTRACT=1
+# compares the default (contracted) builds instead.
+flags=(-std=c++17 -O2 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mavx2 -mf16c)
+[ "${SMAX_COMPARE_CONTRACT:-0}" = 1 ] || flags+=(-ffp-contract=off)
 g++ "${flags[@]}" -I"$work/old/include" tools/bit_hashes.cpp -o "$work/old_bits" &
+old_pid=$!
 g++ "${flags[@]}" -Iinclude tools/bit_hashes.cpp -o "$work/new_bits"
-wait
+wait "$old_pid"
 "$work/old_bits" > "$work/old.txt"
 "$work/new_bits" > "$work/new.txt"
 if diff "$work/old.txt" "$work/new.txt" > "$work/diff.txt"; then

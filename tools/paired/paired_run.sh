@@ -29,9 +29,10 @@ flags() {
 for isa in $isas; do
   # shellcheck disable=SC2046
   g++ -O2 -std=c++17 $(flags "$isa") -I"$work/old_include" "$root/tools/paired/paired.cpp" -o "$work/old_$isa" &
+  old_pid=$!
   # shellcheck disable=SC2046
   g++ -O2 -std=c++17 $(flags "$isa") -I"$root/include" "$root/tools/paired/paired.cpp" -o "$work/new_$isa"
-  wait
+  wait "$old_pid"
 done
 for isa in $isas; do
   for n in $sizes; do
