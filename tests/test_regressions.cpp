@@ -564,3 +564,23 @@ TEST_CASE("fuzz: softpick_backward in float keeps e dot where e alone underflows
     CHECK(std::fabs(dx[9] - ref) <= 1e-5L * std::fabs(ref));
   }
 }
+
+TEST_CASE("fuzz: log_softmax_backward's clamped exp stays 0 under a huge folded sum", "[regression]") {
+  // Found by fuzz_backward (CI's fixed seed, SSE2, double): e^y sum(dy) with
+  // y = -DBL_MAX and sum(dy) = -6.1e250 came out 1.5e-76 (the clamp of the
+  // exp's argument did not count the folded scale's exponent); it is 0.
+  const double y[2] = {-std::numeric_limits<double>::max(), -1.2216796875};
+  const double dy[2] = {0.0, -6.088940654547858e+250};
+  const float yf[2] = {-std::numeric_limits<float>::max(), -1.2216796875f};
+  const float dyf[2] = {0.0f, -3e37f};
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    double dx[2];
+    smax::dynamic::log_softmax_backward(y, dy, dx, 2);
+    CHECK(dx[0] == 0.0);
+    CHECK(std::fabs(dx[1] - (dy[1] - std::exp(y[1]) * dy[1])) <= 1e-14 * std::fabs(dy[1]));
+    float dxf[2];
+    smax::dynamic::log_softmax_backward(yf, dyf, dxf, 2);
+    CHECK(dxf[0] == 0.0f);
+  }
+}

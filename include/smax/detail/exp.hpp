@@ -503,6 +503,11 @@ struct shifted_exp {
     const split_scale<T> s(scale < T(0) ? -scale : scale);
     magic = B(static_cast<T>(C::bias_magic - T(2) + s.exponent));
     poly = scaled_poly<A, T>(T(4) * (scale < T(0) ? -s.mantissa : s.mantissa));
+    // A scale above 1 lifts the clamped term by its exponent: the clamp goes
+    // as much deeper, so that it still gives 0 (log_softmax_backward's
+    // e^-DBL_MAX times a sum of 6e250 came out 1.5e-76: fuzz_backward). The
+    // reduction stays exact: |K| <= 160 + 128 (float), 1085 + 1024 (double).
+    if (s.exponent > T(0)) lo = lo - B(s.exponent * T(0.6931471805599453));
   }
 
   // e^(x - m) = e^d * 2^k, d in [-ln2/2, ln2/2] (slightly more where the
