@@ -87,42 +87,22 @@ void register_type(const std::vector<std::size_t>& ns) {
     smax_bench::register_per_isa(k, ns);
   }
   // Backward, with y = dy = x (one array; the traffic counts the streams
-  // actually read): stablemax reads x and dy twice (sums, then dx); softpick
-  // reads y and dy (dot), x (sum), then x and dy.
-  {
+  // actually read): stablemax reads x twice (sums, then dx); softmax's and
+  // log_softmax's read it for the dot or sum, again for dx; softpick reads
+  // it for the dot, the sum, then dx.
+  const auto backward = [&](const char* name, double reads, void (*run)(const T*, T*, std::size_t)) {
     smax_bench::kernel<T> k;
-    k.name = "stablemax_backward";
-    k.traffic = {2, 1};
-    k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::stablemax_backward(x, x, y, n); };
+    k.name = name;
+    k.traffic = {reads, 1};
+    k.run = run;
     k.check = smax_bench::finite_check<T>;
     smax_bench::register_per_isa(k, ns);
-  }
-  // softmax's and log_softmax's, y = dy = x (one array): read for the dot
-  // or sum, again for dx.
-  {
-    smax_bench::kernel<T> k;
-    k.name = "softmax_backward";
-    k.traffic = {2, 1};
-    k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::softmax_backward(x, x, y, n); };
-    k.check = smax_bench::finite_check<T>;
-    smax_bench::register_per_isa(k, ns);
-  }
-  {
-    smax_bench::kernel<T> k;
-    k.name = "log_softmax_backward";
-    k.traffic = {2, 1};
-    k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::log_softmax_backward(x, x, y, n); };
-    k.check = smax_bench::finite_check<T>;
-    smax_bench::register_per_isa(k, ns);
-  }
-  {
-    smax_bench::kernel<T> k;
-    k.name = "softpick_backward";
-    k.traffic = {3, 1};
-    k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::softpick_backward(x, x, x, y, n); };
-    k.check = smax_bench::finite_check<T>;
-    smax_bench::register_per_isa(k, ns);
-  }
+  };
+  backward("stablemax_backward", 2, [](const T* x, T* y, std::size_t n) { smax::dynamic::stablemax_backward(x, x, y, n); });
+  backward("softmax_backward", 2, [](const T* x, T* y, std::size_t n) { smax::dynamic::softmax_backward(x, x, y, n); });
+  backward("log_softmax_backward", 2,
+           [](const T* x, T* y, std::size_t n) { smax::dynamic::log_softmax_backward(x, x, y, n); });
+  backward("softpick_backward", 3, [](const T* x, T* y, std::size_t n) { smax::dynamic::softpick_backward(x, x, x, y, n); });
 }
 
 SMAX_BENCH_REGISTER(variants) {
