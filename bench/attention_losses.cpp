@@ -4,7 +4,7 @@
 // Contenders run interleaved, `reps` rounds; each line prints the median
 // time per call and ns per element, and the ratios the issue asks for.
 //
-//   smax_attention_bench [reps] [which: attn,ce,ceb,cebatch; default all]
+//   smax_attention_bench [reps] [which: attn,attnb,ce,cebatch; default all]
 //                        [batch rows, default 1024]
 // Torch: OMP_NUM_THREADS=1 (ATEN_CPU_CAPABILITY=avx512 for its AVX-512 code).
 #include <algorithm>
@@ -41,11 +41,16 @@ double median(std::vector<double> v) {
 }
 
 // Runs every contender once per round, in turn, `reps` rounds (plus one
-// warm-up); returns the median seconds of each.
+// warm-up); returns the median seconds of each. The call that follows a
+// libtorch contender runs once untimed first: after libtorch 1.13's calls
+// the next 0.4-0.5 s of work ran 15-25x slow (AMD EPYC Zen 5, 2026-12-03;
+// docs/attention_losses.md).
 std::vector<double> interleave(std::vector<contender>& cs, int reps) {
   for (auto& c : cs) c.run();
   for (int r = 0; r < reps; ++r)
-    for (auto& c : cs) {
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      contender& c = cs[i];
+      if (cs[(i + cs.size() - 1) % cs.size()].name.rfind("libtorch", 0) == 0) c.run();
       const auto t0 = clk::now();
       c.run();
       c.t.push_back(std::chrono::duration<double>(clk::now() - t0).count());
@@ -59,6 +64,23 @@ void report(const std::vector<contender>& cs, const std::vector<double>& m, doub
   for (std::size_t i = 0; i < cs.size(); ++i)
     std::printf("  %-44s %9.3f ms  %7.4f ns/elem\n", cs[i].name.c_str(), m[i] * 1e3, m[i] * 1e9 / elems);
 }
+
+// The attention benches' header line, interleaved run and report.
+std::vector<double> run_attention_case(const char* what, std::vector<contender>& cs, int reps, std::size_t heads,
+                                       std::size_t q, std::size_t k) {
+  std::printf("%s: %zu heads x %zu queries x %zu keys (float, 1 thread, %s)\n", what, heads, q, k,
+              smax::dynamic::active_isa());
+  const auto m = interleave(cs, reps);
+  report(cs, m, double(heads * q * k));
+  return m;
+}
+
+#ifdef SMAX_BENCH_TORCH
+// [heads][queries][keys] scores as a tensor over p (no copy).
+at::Tensor scores_tensor(float* p, std::size_t heads, std::size_t q, std::size_t k) {
+  return torch::from_blob(p, {long(heads), long(q), long(k)}, torch::TensorOptions().dtype(torch::kFloat32));
+}
+#endif
 
 std::vector<float> logits(std::size_t n, std::uint64_t seed) {
   std::vector<float> x(n);
@@ -136,23 +158,59 @@ void bench_attention(int reps) {
                 },
                 {}});
 #ifdef SMAX_BENCH_TORCH
-  const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
-  const at::Tensor tx = torch::from_blob(x.data(), {long(heads), long(q), long(k)}, opts);
-  const at::Tensor tm = torch::from_blob(mask.data(), {1L, long(q), long(k)}, opts);
+  const at::Tensor tx = scores_tensor(x.data(), heads, q, k), tm = scores_tensor(mask.data(), 1, q, k);
   cs.push_back({"libtorch softmax(x * scale + mask, -1)", [&] {
                   at::Tensor r = at::softmax(tx * scale + tm, -1);
                   sink_f = r.data_ptr<float>()[0];
                 },
                 {}});
 #endif
-  std::printf("attention: %zu heads x %zu queries x %zu keys (float, 1 thread, %s)\n", heads, q, k,
-              smax::dynamic::active_isa());
-  const auto m = interleave(cs, reps);
-  report(cs, m, double(n));
+  const auto m = run_attention_case("attention", cs, reps, heads, q, k);
   std::printf("  fused / plain (elements per ns): %.3f; fused / (plain + mask read): %.3f\n", m[0] / m[1],
               m[4] / m[1]);
 #ifdef SMAX_BENCH_TORCH
   std::printf("  fused vs libtorch composed: %.2fx\n", m[5] / m[1]);
+#endif
+}
+
+// The backward pass of the same attention rows: dx = scale y (dy - y.dy)
+// per row, causal rows' masked tail written as 0 without a read.
+void bench_attention_backward(int reps) {
+  const std::size_t heads = 16, q = 1024, k = 2048, rows = heads * q, n = rows * k;
+  const float scale = 1.0f / std::sqrt(128.0f);
+  std::vector<float> x = logits(n, 1), y(n), dy = logits(n, 5), dx(n), sinks(heads, 0.5f);
+  smax::attention_options<float> o;
+  o.scale = scale;
+  o.heads = heads;
+  o.lengths = smax::causal(static_cast<std::ptrdiff_t>(k - q));
+  o.sinks = sinks.data();
+  const smax::matrix_view<const float> xv(x.data(), rows, k), yc(y.data(), rows, k), dyv(dy.data(), rows, k);
+  const smax::matrix_view<float> yv(y.data(), rows, k), dxv(dx.data(), rows, k);
+  smax::dynamic::softmax(xv, yv, o);
+  std::vector<contender> cs;
+  cs.push_back({"plain softmax_backward (batched, no options)", [&] { smax::dynamic::softmax_backward(yc, dyv, dxv); },
+                {}});
+  cs.push_back({"fused backward scale+causal+sink", [&] { smax::dynamic::softmax_backward(xv, yc, dyv, dxv, o); },
+                {}});
+  cs.push_back({"composed: softmax_backward; dx *= scale", [&] {
+                  smax::dynamic::softmax_backward(yc, dyv, dxv);
+                  for (std::size_t i = 0; i < n; ++i) dx[i] *= scale;
+                },
+                {}});
+  cs.push_back({"roofline: rw2 (y, dy -> dx)", [&] { rw2(y.data(), dy.data(), dx.data(), n); }, {}});
+#ifdef SMAX_BENCH_TORCH
+  const at::Tensor ty = scores_tensor(y.data(), heads, q, k), tdy = scores_tensor(dy.data(), heads, q, k);
+  cs.push_back({"libtorch _softmax_backward_data(dy, y) * scale", [&] {
+                  at::Tensor r = at::_softmax_backward_data(tdy, ty, -1, at::kFloat) * scale;
+                  sink_f = r.data_ptr<float>()[0];
+                },
+                {}});
+#endif
+  const auto m = run_attention_case("attention backward", cs, reps, heads, q, k);
+  std::printf("  fused / plain (elements per ns): %.3f; fused vs composed: %.2fx; rw2 / fused: %.3f\n", m[0] / m[1],
+              m[2] / m[1], m[3] / m[1]);
+#ifdef SMAX_BENCH_TORCH
+  std::printf("  fused vs libtorch: %.2fx\n", m[4] / m[1]);
 #endif
 }
 
@@ -229,13 +287,14 @@ void bench_ce_batched(int reps, std::size_t rows) {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 7;
-  const std::string which = argc > 2 ? argv[2] : "attn,ce,cebatch";
+  const std::string which = argc > 2 ? argv[2] : "attn,attnb,ce,cebatch";
   const std::size_t rows = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1024;
 #ifdef SMAX_BENCH_TORCH
   at::set_num_threads(1);
 #endif
   const auto has = [&](const char* t) { return ("," + which + ",").find("," + std::string(t) + ",") != std::string::npos; };
   if (has("attn")) bench_attention(reps);
+  if (has("attnb")) bench_attention_backward(reps);
   if (has("ce")) bench_ce(reps);
   if (has("cebatch")) bench_ce_batched(reps, rows);
   return 0;

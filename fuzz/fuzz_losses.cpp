@@ -1,8 +1,11 @@
 // libFuzzer target: logsumexp, cross_entropy, cross_entropy_backward (with
-// and without the saved logsumexp, in place or not) and the attention
-// options of softmax / log_softmax, float and double, every ISA the CPU has,
+// and without the saved logsumexp, in place or not), the attention options
+// of softmax / log_softmax / softmax_backward, and their batched attention
+// rows, float and double, every ISA the CPU has,
 // guard regions; checked against long-double references, the special-value
 // rules, and "no subnormal output".
+#include <smax/parallel.hpp>
+
 #include "common.hpp"
 
 namespace {
@@ -110,6 +113,48 @@ void run_losses(smax_fuzz::stream& in, const std::vector<T>& x) {
   }
 }
 
+// softmax_backward with the options, from the kernel's own y: guards, 0
+// where y is 0, and where dy is ordinary (|dy| <= 2^21) the formula
+// dx = y (dy - y.dy) scale (1 - tanh^2(scale x / softcap)) in long double.
+template <class T>
+void check_attention_backward(smax_fuzz::stream& in, const std::vector<T>& x, const std::vector<T>& y,
+                              const smax::softmax_options<T>& o) {
+  const std::size_t n = x.size();
+  const std::vector<T> dy = in.values<T>(n);
+  smax_fuzz::describe("dy", dy);
+  smax_fuzz::guarded<T> dxb(n, in.byte());
+  smax::dynamic::softmax_backward(x.data(), y.data(), dy.data(), dxb.data(), n, o);
+  dxb.check_guards("softmax_backward(options)");
+  const std::vector<T> dx = dxb.vec();
+  bool ordinary = true;
+  ld dot = 0, mag = 0, tiny = 0;
+  const ld min = std::numeric_limits<T>::min();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (y[i] == T(0) && dx[i] != T(0)) smax_fuzz::fail("softmax_backward(options): y = 0 must give dx = 0");
+    ordinary &= std::fabs(ld(dy[i])) <= 0x1p21L && y[i] == y[i];
+    const ld p = ld(y[i]) * dy[i];
+    dot += p;
+    mag += std::fabs(p);
+    if (std::fabs(p) < 4 * min) tiny += std::fabs(p);  // products the kernel may drop (kept normal)
+  }
+  if (!ordinary || !(std::fabs(ld(o.scale)) <= 0x1p40L)) return;
+  const ld flat = sizeof(T) == 4 ? 2e-6L : 1e-14L;
+  const ld sc = std::fabs(ld(o.scale));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (y[i] == T(0)) continue;  // checked above (x there may be anything)
+    ld d = ld(y[i]) * (ld(dy[i]) - dot) * ld(o.scale);
+    if (o.softcap > 0) {
+      const ld t = std::tanh(ld(o.scale) * x[i] / ld(o.softcap));
+      d *= 1 - t * t;
+    }
+    // (+ 4 min, + |y| tiny, times the scale: results and dot products below
+    // a few times the smallest normal are 0, never subnormal, as fuzz_backward)
+    const ld bound = 8 * flat * std::fabs(ld(y[i])) * (std::fabs(ld(dy[i])) + mag) * sc +
+                     (4 * min + std::fabs(ld(y[i])) * tiny) * std::max<ld>(1, sc);
+    if (!(std::fabs(ld(dx[i]) - d) <= bound)) smax_fuzz::fail("softmax_backward(options): off the reference");
+  }
+}
+
 template <class T>
 void run_attention(smax_fuzz::stream& in, const std::vector<T>& x) {
   const std::size_t n = x.size();
@@ -180,6 +225,7 @@ void run_attention(smax_fuzz::stream& in, const std::vector<T>& x) {
     if (!log && subnormal(y[i])) smax_fuzz::fail("softmax(options): subnormal output");
     if (z[i] == -INFINITY && y[i] != masked) smax_fuzz::fail("softmax(options): a masked entry must be 0 / -inf");
   }
+  if (!log && !in_place && !nan) check_attention_backward(in, x, y, o);
   if (nan || pinf || M == -INFINITY) return;
   // Finite scores: the values. z is rounded in T by the kernel (scale x,
   // tanh, the mask's fma): allow |z| 2^-22 (float) beside the flat error.
@@ -198,6 +244,101 @@ void run_attention(smax_fuzz::stream& in, const std::vector<T>& x) {
   }
 }
 
+smax::executor* pick_executor(std::uint8_t b) {
+  static smax::thread_pool two(2);
+  return b & 1 ? &two : nullptr;
+}
+
+template <class T>
+bool same_or_both_nan(T a, T b) {
+  return a == b || (a != a && b != b);
+}
+
+// The batched attention forms (softmax, log_softmax, softmax_backward over
+// rows of x): heads, a mask broadcast over them, causal or per-row lengths,
+// ALiBi slopes (given or from max_bias), sinks, on a strided matrix. Each
+// row must be bitwise the single-vector call with row_options, on any
+// executor, and the stride's gaps untouched.
+template <class T>
+void run_attention_rows(smax_fuzz::stream& in, const std::vector<T>& x_all) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const std::size_t rows = 1 + in.byte() % 8;
+  std::size_t heads = 1 + in.byte() % rows;
+  while (rows % heads) --heads;
+  const std::size_t cols = x_all.size() / rows, stride = cols + in.byte() % 3, per_head = rows / heads;
+  const std::uint8_t f = in.byte();
+  smax::attention_options<T> o;
+  o.heads = heads;
+  if (f & 1) o.scale = static_cast<T>(double(int(in.byte()) - 100) / 32.0);
+  if (f & 2) o.softcap = static_cast<T>(1 + in.byte() % 50);
+  std::vector<T> mask;
+  if (f & 4) {
+    const std::size_t mask_rows = 1 + in.byte() % rows;
+    mask = in.values<T>(mask_rows * cols);
+    for (auto& v : mask)
+      if (v != v || v == inf) v = T(0);
+    o.mask = smax::matrix_view<const T>(mask.data(), mask_rows, cols);
+  }
+  std::vector<std::size_t> lengths(rows);
+  if (f & 8) {
+    o.lengths = smax::causal(std::ptrdiff_t(in.byte()) - 128);
+  } else if (f & 16) {
+    for (auto& l : lengths) l = in.byte() % (cols + 2);
+    o.lengths = lengths.data();
+  }
+  std::vector<T> slopes(heads), sinks(heads);
+  if (f & 32) {
+    for (auto& v : slopes) v = static_cast<T>(double(in.byte()) / 64.0);
+    o.slopes = slopes.data();
+  } else {
+    o.max_bias = static_cast<T>(in.byte() % 9);
+  }
+  if (f & 64) {
+    for (auto& v : sinks) v = in.byte() < 32 ? -inf : static_cast<T>(double(int(in.byte()) - 128) / 8.0);
+    o.sinks = sinks.data();
+  }
+  const bool log = f & 128;
+  smax::executor* ex = pick_executor(in.byte());
+  smax_fuzz::context() += "rows " + std::to_string(rows) + ", heads " + std::to_string(heads) + ", stride " +
+                          std::to_string(stride) + ", flags " + std::to_string(f) + "\n";
+  const T canary = T(-3.5);
+  std::vector<T> x(rows * stride, canary), y(rows * stride, canary), dx(rows * stride, canary);
+  for (std::size_t r = 0; r < rows; ++r)
+    std::copy(x_all.begin() + std::ptrdiff_t(r * cols), x_all.begin() + std::ptrdiff_t((r + 1) * cols),
+              x.begin() + std::ptrdiff_t(r * stride));
+  const std::vector<T> dy = in.values<T>(rows * stride);
+  const smax::matrix_view<const T> xv(x.data(), rows, cols, stride), dyv(dy.data(), rows, cols, stride);
+  const smax::matrix_view<T> yv(y.data(), rows, cols, stride), dxv(dx.data(), rows, cols, stride);
+  if (log)
+    smax::dynamic::log_softmax(xv, yv, o, ex);
+  else
+    smax::dynamic::softmax(xv, yv, o, ex);
+  smax::dynamic::softmax_backward(xv, yv, dyv, dxv, o, ex);
+  std::vector<T> one(cols), done(cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const smax::softmax_options<T> so = smax::detail::row_options(o, rows, r);
+    if (so.mask && so.mask != mask.data() + (r % o.mask.rows) * cols) smax_fuzz::fail("attention rows: mask row");
+    if (o.lengths.is_causal) {
+      const std::ptrdiff_t keep = std::ptrdiff_t(r % per_head) + o.lengths.offset + 1;
+      if (so.length != (keep < 0 ? 0 : std::size_t(keep))) smax_fuzz::fail("attention rows: causal length");
+    }
+    const T* xr = x.data() + r * stride;
+    if (log)
+      smax::dynamic::log_softmax(xr, one.data(), cols, so);
+    else
+      smax::dynamic::softmax(xr, one.data(), cols, so);
+    smax::dynamic::softmax_backward(xr, y.data() + r * stride, dy.data() + r * stride, done.data(), cols, so);
+    for (std::size_t c = 0; c < cols; ++c) {
+      if (!same_or_both_nan(one[c], y[r * stride + c])) smax_fuzz::fail("attention rows: not the row's call");
+      if (!same_or_both_nan(done[c], dx[r * stride + c]))
+        smax_fuzz::fail("attention rows (backward): not the row's call");
+    }
+    for (std::size_t c = cols; c < stride; ++c)
+      if (!(y[r * stride + c] == canary && dx[r * stride + c] == canary))
+        smax_fuzz::fail("attention rows: a write in the stride's gap");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -209,12 +350,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::vector<double> x = in.values<double>(n);
     smax_fuzz::context() = "double, mode " + std::to_string(mode) + "\n";
     smax_fuzz::describe("x", x);
-    if (mode & 2) run_attention(in, x); else run_losses(in, x);
+    if ((mode & 14) == 14) run_attention_rows(in, x); else if (mode & 2) run_attention(in, x); else run_losses(in, x);
   } else {
     const std::vector<float> x = in.values<float>(n);
     smax_fuzz::context() = "float, mode " + std::to_string(mode) + "\n";
     smax_fuzz::describe("x", x);
-    if (mode & 2) run_attention(in, x); else run_losses(in, x);
+    if ((mode & 14) == 14) run_attention_rows(in, x); else if (mode & 2) run_attention(in, x); else run_losses(in, x);
   }
   return 0;
 }

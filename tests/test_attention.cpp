@@ -1,10 +1,12 @@
 // softmax / log_softmax / softmax_backward with softmax_options (scale,
 // softcap, mask with mask_scale, length, sink), and the batched attention
-// form (mask broadcast over heads, causal and per-row lengths, ALiBi slopes,
-// sinks), through smax::dynamic on every ISA the CPU has, float and double:
-// long-double references for each option alone and all together, sizes
-// around every vector width, misaligned and in-place calls with guard
-// regions, special values, no subnormal output, bad arguments.
+// forms, forward and backward (mask broadcast over heads, causal and per-row
+// lengths, ALiBi slopes, sinks), through smax::dynamic on every ISA the CPU
+// has, float and double: long-double references for each option alone and
+// all together, sizes around every vector width, misaligned and in-place
+// calls with guard regions, special values, no subnormal output, bad
+// arguments.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -333,6 +335,7 @@ TEMPLATE_TEST_CASE("batched attention: heads, broadcast mask, causal, lengths, A
       smax::dynamic::softmax(xv, smax::matrix_view<T>(y2.data(), rows, cols, stride), o, &pool);
       CHECK(smax_test::same_bits(y, y2));
       std::vector<T> one(cols);
+      std::vector<smax::softmax_options<T>> row_so(rows);  // each row's options, built here
       for (std::size_t r = 0; r < rows; ++r) {
         const std::size_t h = r / queries, q = r % queries;
         smax::softmax_options<T> so;
@@ -342,12 +345,32 @@ TEMPLATE_TEST_CASE("batched attention: heads, broadcast mask, causal, lengths, A
         so.mask_scale = o.slopes ? slopes[h] : static_cast<T>(smax::alibi_slope(h, heads, 8.0));
         so.length = variant == 0 ? q + 1 : variant == 1 ? q + 1 + (cols - queries) : variant == 2 ? lens[r] : cols;
         if (o.sinks) so.sink = sinks[h];
+        row_so[r] = so;
         smax::dynamic::softmax(x.data() + r * stride, one.data(), cols, so);
         CHECK(std::equal(one.begin(), one.end(), y.data() + r * stride));
         for (std::size_t c = cols; c < stride && r + 1 < rows; ++c) CHECK(y[r * stride + c] == T(3));
         // causal: nothing past q + offset.
         if (variant == 0)
           for (std::size_t c = q + 1; c < cols; ++c) CHECK(y[r * stride + c] == T(0));
+      }
+      // The backward pass: each row the single-vector call, any thread
+      // count, in place over dy the same bits; the stride's gap untouched.
+      const auto dy = normal<T>(rows * stride, 1.0, 91 + variant);
+      std::vector<T> dx(rows * stride, T(3)), dx2(rows * stride, T(3)), dx_in_place = dy;
+      const smax::matrix_view<const T> yv(y.data(), rows, cols, stride), dyv(dy.data(), rows, cols, stride);
+      smax::dynamic::softmax_backward(xv, yv, dyv, smax::matrix_view<T>(dx.data(), rows, cols, stride), o);
+      smax::dynamic::softmax_backward(xv, yv, dyv, smax::matrix_view<T>(dx2.data(), rows, cols, stride), o, &pool);
+      CHECK(smax_test::same_bits(dx, dx2));
+      smax::dynamic::softmax_backward(xv, yv, smax::matrix_view<const T>(dx_in_place.data(), rows, cols, stride),
+                                      smax::matrix_view<T>(dx_in_place.data(), rows, cols, stride), o);
+      for (std::size_t r = 0; r < rows; ++r) {
+        smax::dynamic::softmax_backward(x.data() + r * stride, y.data() + r * stride, dy.data() + r * stride,
+                                        one.data(), cols, row_so[r]);
+        CHECK(std::equal(one.begin(), one.end(), dx.data() + r * stride));
+        CHECK(std::equal(one.begin(), one.end(), dx_in_place.data() + r * stride));
+        for (std::size_t c = cols; c < stride && r + 1 < rows; ++c) CHECK(dx[r * stride + c] == T(3));
+        if (variant == 0)
+          for (std::size_t c = r % queries + 1; c < cols; ++c) CHECK(dx[r * stride + c] == T(0));
       }
       smax::dynamic::log_softmax(xv, smax::matrix_view<T>(y.data(), rows, cols, stride), o);
       smax::dynamic::log_softmax(x.data() + 5 * stride, one.data(), cols, smax::detail::row_options(o, rows, 5));
@@ -365,6 +388,19 @@ TEMPLATE_TEST_CASE("batched attention: heads, broadcast mask, causal, lengths, A
     b = {};
     b.max_bias = T(-1);
     CHECK_THROWS_AS(smax::dynamic::softmax(xv, yv, b), std::invalid_argument);
+    CHECK_THROWS_AS(smax::dynamic::softmax_backward(xv, xv, xv, yv, b), std::invalid_argument);
+    b = {};
+    b.softcap = T(-1);
+    CHECK_THROWS_AS(smax::dynamic::softmax_backward(xv, xv, xv, yv, b), std::invalid_argument);
+    // Shapes: dy one row short, y with a stride below its cols.
+    CHECK_THROWS_AS(smax::dynamic::softmax_backward(xv, xv, smax::matrix_view<const T>(x.data(), rows - 1, cols, stride),
+                                                    yv, smax::attention_options<T>{}),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(smax::dynamic::softmax_backward(xv, smax::matrix_view<const T>(x.data(), rows, cols, cols - 1), xv,
+                                                    yv, smax::attention_options<T>{}),
+                    std::invalid_argument);
+    // Nothing written before a throw.
+    CHECK(std::all_of(y.begin(), y.end(), [](T v) { return v == T(0); }));
   }
 }
 

@@ -525,12 +525,17 @@ TEMPLATE_TEST_CASE("16-bit batched attention rows: each row the single-row call 
         o.heads = heads;
         o.max_bias = 8.0f;
         o.sinks = sinks.data();
-        std::vector<H> y(rows * cols), one(cols);
+        std::vector<H> y(rows * cols), one(cols), dx(rows * cols), dx_one(cols);
         const smax::matrix_view<const H> xv(x.data(), rows, cols);
         if (log)
           d::log_softmax(xv, smax::matrix_view<H>(y.data(), rows, cols), o, ex);
         else
           d::softmax(xv, smax::matrix_view<H>(y.data(), rows, cols), o, ex);
+        const std::vector<H> dy = logits<H>(rows * cols, 1.0, 43);
+        if (!log)
+          d::softmax_backward(xv, smax::matrix_view<const H>(y.data(), rows, cols),
+                              smax::matrix_view<const H>(dy.data(), rows, cols),
+                              smax::matrix_view<H>(dx.data(), rows, cols), o, ex);
         for (std::size_t r = 0; r < rows; ++r) {
           const std::size_t h = r / per_head, q = r % per_head;
           smax::softmax_options<H> so;
@@ -545,6 +550,9 @@ TEMPLATE_TEST_CASE("16-bit batched attention rows: each row the single-row call 
           else
             d::softmax(x.data() + r * cols, one.data(), cols, so);
           CHECK(std::memcmp(one.data(), y.data() + r * cols, cols * sizeof(H)) == 0);
+          if (log) continue;
+          d::softmax_backward(x.data() + r * cols, y.data() + r * cols, dy.data() + r * cols, dx_one.data(), cols, so);
+          CHECK(std::memcmp(dx_one.data(), dx.data() + r * cols, cols * sizeof(H)) == 0);
         }
       }
     }
@@ -554,5 +562,10 @@ TEMPLATE_TEST_CASE("16-bit batched attention rows: each row the single-row call 
   std::vector<H> y(rows * cols);
   CHECK_THROWS_AS(smax::softmax(smax::matrix_view<const H>(x.data(), rows, cols),
                                 smax::matrix_view<H>(y.data(), rows, cols), bad),
+                  std::invalid_argument);
+  const smax::matrix_view<const H> xv(x.data(), rows, cols), short_y(y.data(), rows - 1, cols);
+  CHECK_THROWS_AS(smax::softmax_backward(xv, xv, xv, smax::matrix_view<H>(y.data(), rows, cols), bad),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(smax::softmax_backward(xv, short_y, xv, smax::matrix_view<H>(y.data(), rows, cols), {}),
                   std::invalid_argument);
 }

@@ -161,7 +161,9 @@ SMAX_DYNAMIC_LOSS_DECLS(double)
   void log_softmax(const T* x, T* y, std::size_t n, const softmax_options<T>& o);                            \
   void softmax_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n, const softmax_options<T>& o); \
   void softmax(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex = nullptr); \
-  void log_softmax(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex = nullptr);
+  void log_softmax(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex = nullptr); \
+  void softmax_backward(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx, \
+                        const attention_options<T>& o, executor* ex = nullptr);
 SMAX_DYNAMIC_ATTENTION_DECLS(float)
 SMAX_DYNAMIC_ATTENTION_DECLS(double)
 #undef SMAX_DYNAMIC_ATTENTION_DECLS
@@ -318,6 +320,10 @@ namespace dynamic {
   inline void log_softmax(matrix_view<const H> x, matrix_view<H> y, const attention_options<H>& o,            \
                           executor* ex = nullptr) {                                                           \
     detail::half_attention_rows("smax::log_softmax", x, y, o, ex, [](auto... a) { log_softmax(a...); });      \
+  }                                                                                                           \
+  inline void softmax_backward(matrix_view<const H> x, matrix_view<const H> y, matrix_view<const H> dy,         \
+                               matrix_view<H> dx, const attention_options<H>& o, executor* ex = nullptr) {    \
+    detail::half_attention_backward_rows(x, y, dy, dx, o, ex, [](auto... a) { softmax_backward(a...); });     \
   }                                                                                                           \
   inline double cross_entropy(matrix_view<const H> x, const std::int64_t* targets, const loss_options& o = {},\
                               double* row_loss = nullptr, double* row_lse = nullptr, executor* ex = nullptr) {\

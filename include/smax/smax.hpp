@@ -849,6 +849,25 @@ void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
                  const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
   log_softmax(DefaultArch{}, x, y, o, ex);
 }
+// The backward pass of the batched forms: row r of dx is the single-vector
+// softmax_backward(x_r, y_r, dy_r, dx_r, cols, o_r) with row r's options
+// (y the forward's output; the mask and sinks are checked, not read: masked
+// entries have y = 0 and get dx = 0). dx may be y or dy; not x when
+// softcap > 0. Throws as the forward, and for views of different shapes.
+template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
+void softmax_backward(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<const detail::nodeduce_t<T>> y,
+                      matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx,
+                      const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  detail::check_shapes4("smax::softmax_backward", {"x", "y", "dy", "dx"}, x, y, dy, dx);
+  detail::check_attention("smax::softmax_backward", x, o);
+  detail::softmax_backward_attention_rows<A, T>(x, y, dy, dx, o, ex);
+}
+template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
+void softmax_backward(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<const detail::nodeduce_t<T>> y,
+                      matrix_view<const detail::nodeduce_t<T>> dy, matrix_view<T> dx,
+                      const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
+  softmax_backward(DefaultArch{}, x, y, dy, dx, o, ex);
+}
 
 // ------------------------------------------------------- top-k and sampling --
 // (kernels: topk.hpp; docs/topk_sampling.md) Neither sorts the vocabulary:
@@ -1313,6 +1332,25 @@ std::enable_if_t<detail::is_half_v<H>> gumbel_softmax(matrix_view<const detail::
 SMAX_HALF_ATTENTION_ROWS(softmax)
 SMAX_HALF_ATTENTION_ROWS(log_softmax)
 #undef SMAX_HALF_ATTENTION_ROWS
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> softmax_backward(
+    A, matrix_view<const detail::nodeduce_t<H>> x, matrix_view<const detail::nodeduce_t<H>> y,
+    matrix_view<const detail::nodeduce_t<H>> dy, matrix_view<H> dx, const attention_options<detail::nodeduce_t<H>>& o,
+    executor* ex = nullptr) {
+  detail::half_attention_backward_rows(
+      x, y, dy, dx, o, ex,
+      [](const H* xr, const H* yr, const H* dyr, H* dxr, std::size_t n, const softmax_options<H>& so) {
+        softmax_backward(A{}, xr, yr, dyr, dxr, n, so);
+      });
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> softmax_backward(matrix_view<const detail::nodeduce_t<H>> x,
+                                                        matrix_view<const detail::nodeduce_t<H>> y,
+                                                        matrix_view<const detail::nodeduce_t<H>> dy, matrix_view<H> dx,
+                                                        const attention_options<detail::nodeduce_t<H>>& o,
+                                                        executor* ex = nullptr) {
+  softmax_backward(DefaultArch{}, x, y, dy, dx, o, ex);
+}
 
 // cross_entropy and its backward over rows of 16-bit logits: each row's
 // loss (and logsumexp) the single-row 16-bit call's, the reduction and the

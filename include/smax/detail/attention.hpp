@@ -342,5 +342,24 @@ void softmax_attention_rows(matrix_view<const T> x, matrix_view<T> y, const atte
   });
 }
 
+// Row r's options for the backward pass, which uses the scale, the
+// softcap and the length only: no mask row (the 16-bit form would widen it).
+template <class T>
+softmax_options<T> backward_row_options(const attention_options<T>& o, std::size_t rows, std::size_t r) noexcept {
+  softmax_options<T> so = row_options(o, rows, r);
+  so.mask = nullptr;
+  return so;
+}
+
+// The backward pass of softmax_attention_rows: row r is softmax_backward_opts
+// with row r's options.
+template <class A, class T>
+void softmax_backward_attention_rows(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,
+                                     matrix_view<T> dx, const attention_options<T>& o, executor* ex) {
+  for_each_row_index(dx.rows, dx.cols, default_executor(ex), [&](std::size_t r) {
+    softmax_backward_opts<A>(x.row(r), y.row(r), dy.row(r), dx.row(r), dx.cols, backward_row_options(o, dx.rows, r));
+  });
+}
+
 }  // namespace detail
 }  // namespace smax

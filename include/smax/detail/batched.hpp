@@ -165,13 +165,19 @@ void rows_map_two_inputs(const char* fn, const char* const (&names)[3], const ma
   check_shapes(fn, b, d, names[1], names[2]);
   for_each_row_index(d.rows, d.cols, default_executor(ex), [&](std::size_t r) { f(a.row(r), b.row(r), d.row(r), d.cols); });
 }
+// Three inputs and an output of one shape (names: theirs, for the messages).
+template <class T, class U>
+void check_shapes4(const char* fn, const char* const (&names)[4], const matrix_view<const T>& a,
+                   const matrix_view<const T>& b, const matrix_view<const T>& c, const matrix_view<U>& d) {
+  check_shapes(fn, a, d, names[0], names[3]);
+  check_shapes(fn, b, d, names[1], names[3]);
+  check_shapes(fn, c, d, names[2], names[3]);
+}
 template <class T, class F>
 void rows_map4(const char* fn, const char* const (&names)[4], const matrix_view<const T>& a,
                const matrix_view<const T>& b, const matrix_view<const T>& c, const matrix_view<T>& d, executor* ex,
                F&& f) {
-  check_shapes(fn, a, d, names[0], names[3]);
-  check_shapes(fn, b, d, names[1], names[3]);
-  check_shapes(fn, c, d, names[2], names[3]);
+  check_shapes4(fn, names, a, b, c, d);
   for_each_row_index(d.rows, d.cols, default_executor(ex),
                      [&](std::size_t r) { f(a.row(r), b.row(r), c.row(r), d.row(r), d.cols); });
 }

@@ -106,6 +106,10 @@
     (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex))     \
   X(void, batched_log_softmax_attention, log_softmax,                                                            \
     (matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex), (x, y, o, ex)) \
+  X(void, batched_softmax_backward_attention, softmax_backward,                                                  \
+    (matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy, matrix_view<T> dx,                 \
+     const attention_options<T>& o, executor* ex),                                                               \
+    (x, y, dy, dx, o, ex))                                                                                       \
   X(std::size_t, sample, sample,                                                                                 \
     (const T* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset),              \
     (logits, n, s, seed, offset))

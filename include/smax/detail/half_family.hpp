@@ -294,6 +294,17 @@ void half_attention_rows(const char* fn, const matrix_view<const H>& x, const ma
     softmax_of_row(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r));
   });
 }
+// softmax_backward over attention rows: row r with row_options(o, r).
+template <class H, class F>
+void half_attention_backward_rows(const matrix_view<const H>& x, const matrix_view<const H>& y,
+                                  const matrix_view<const H>& dy, const matrix_view<H>& dx,
+                                  const attention_options<H>& o, executor* ex, F&& backward_of_row) {
+  check_shapes4("smax::softmax_backward", {"x", "y", "dy", "dx"}, x, y, dy, dx);
+  check_attention("smax::softmax_backward", x, o);
+  for_each_half_row(dx.rows, dx.cols, ex, [&](std::size_t r) {
+    backward_of_row(x.row(r), y.row(r), dy.row(r), dx.row(r), dx.cols, backward_row_options(o, dx.rows, r));
+  });
+}
 // cross_entropy: each row's logsumexp and loss the single-row 16-bit calls,
 // the reduction as for float.
 template <class H, class Lse, class Loss>
