@@ -225,7 +225,7 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
     const B t(static_cast<T>(tmin * std::max(s, 1.0) * (1 + 0x1p-20)));
     map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return xsimd::select(v < t, B(T(0)), v) * inv; });
   }
-  fill(y + len, n - len, masked);
+  vector_fill<A>(y + len, n - len, masked);
 }
 
 // dx w.r.t. x: dz = y (dy - y.dy) (the sink's own gradient is not
@@ -286,7 +286,7 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
       });
     }
   }
-  fill(dx + len, n - len, T(0));
+  fill(dx + len, n - len, T(0));  // memset: faster here than vector_fill (docs/tuning.md, "Masked tails")
 }
 
 // ---- batched ----

@@ -742,5 +742,24 @@ void fill(T* y, std::size_t n, T v) noexcept {
   for (std::size_t i = 0; i < n; ++i) y[i] = v;
 }
 
+// fill with A's vector stores: the plain loop above compiles to memset,
+// whose rep stosb made the attention forward's masked tails 10% slower on
+// Zen 5 (docs/tuning.md, "Masked tails"; the backward's were faster).
+template <class A, class T>
+void vector_fill(T* y, std::size_t n, T v) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  const B b(v);
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    b.store_unaligned(y + i);
+    b.store_unaligned(y + i + W);
+    b.store_unaligned(y + i + 2 * W);
+    b.store_unaligned(y + i + 3 * W);
+  }
+  for (; i + W <= n; i += W) b.store_unaligned(y + i);
+  if (i < n) store_partial<A>(y + i, n - i, b);
+}
+
 }  // namespace detail
 }  // namespace smax
