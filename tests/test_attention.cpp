@@ -217,6 +217,19 @@ TEMPLATE_TEST_CASE("softmax options: special values and bad arguments", "[attent
     o.length = 0;
     smax::dynamic::softmax(x.data(), y.data(), n, o);
     for (T v : y) CHECK(v == T(0));
+    // One dominant score under a scale that rounds: its log-probability is
+    // at most 0 (z = scale x rounded once, not fused into z - M).
+    {
+      std::vector<T> d(n, T(0)), ld(n);
+      d[7] = T(1000.7);  // scale x - M in one fma: positive in float and double
+      smax::softmax_options<T> s;
+      s.scale = T(0.1);
+      smax::dynamic::log_softmax(d.data(), ld.data(), n, s);
+      for (T v : ld) CHECK(v <= T(0));
+      for (T& v : d) v = static_cast<T>(std::ldexp(1.0, 20)) + T(3) * v;  // (another max)
+      smax::dynamic::log_softmax(d.data(), ld.data(), n, s);
+      for (T v : ld) CHECK(v <= T(0));
+    }
     // A sink far above every score takes the mass; the rest are 0, not subnormal.
     o = {};
     o.sink = T(200);

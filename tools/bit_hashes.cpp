@@ -85,6 +85,11 @@ void run(const char* isa) {
       smax::cross_entropy_backward(a, x.data(), n, n / 2, 1.0, dx.data(), 0.1f); out("cross_entropy_backward", dx);
       smax::softmax_options<T> o; o.scale = T(0.5); o.softcap = T(30); o.sink = T(1);
       smax::softmax(a, x.data(), y.data(), n, o); out("softmax_opts", y);
+      smax::softmax_options<T> so; so.scale = T(0.1); so.sink = T(1);  // z formed twice (no softcap, no mask)
+      smax::softmax(a, x.data(), y.data(), n, so); out("softmax_opts_scale", y);
+      smax::log_softmax(a, x.data(), y.data(), n, so); out("log_softmax_opts_scale", y);
+      so.length = n / 2;
+      smax::log_softmax(a, x.data(), y.data(), n, so); out("log_softmax_opts_length", y);
     }
 }
 

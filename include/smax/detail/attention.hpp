@@ -29,6 +29,7 @@
 #include "backward.hpp"
 #include "batched.hpp"
 #include "half.hpp"
+#include "log.hpp"
 #include "losses.hpp"
 #include "softmax.hpp"
 
@@ -132,8 +133,9 @@ struct score_transform {
   }
 };
 
-// Pass 1: y[i] = f(x[i], mask[i]) for i < n and the max of the y (NaN is
-// caught by the callers' sums, as reduce_max's callers do).
+// Pass 1: y[i] = f(x[i], mask[i]) for i < n (none when y is null) and the
+// max of the y (NaN is caught by the callers' sums, as reduce_max's callers
+// do).
 template <class A, class T, bool Mask, class F>
 SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, const F& f) noexcept {
   using B = xsimd::batch<T, A>;
@@ -145,20 +147,22 @@ SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, con
   for (; i + 2 * W <= n; i += 2 * W) {
     const B z0 = f(B::load_unaligned(x + i), load_m(i));
     const B z1 = f(B::load_unaligned(x + i + W), load_m(i + W));
-    z0.store_unaligned(y + i);
-    z1.store_unaligned(y + i + W);
+    if (y) {
+      z0.store_unaligned(y + i);
+      z1.store_unaligned(y + i + W);
+    }
     m0 = xsimd::max(m0, z0);
     m1 = xsimd::max(m1, z1);
   }
   for (; i + W <= n; i += W) {
     const B z = f(B::load_unaligned(x + i), load_m(i));
-    z.store_unaligned(y + i);
+    if (y) z.store_unaligned(y + i);
     m0 = xsimd::max(m0, z);
   }
   if (i < n) {
     const std::size_t r = n - i;
     const B z = f(load_partial<A>(x + i, r, T(0)), Mask ? load_partial<A>(mask + i, r, T(0)) : B(T(0)));
-    store_partial<A>(y + i, r, z);
+    if (y) store_partial<A>(y + i, r, z);
     m1 = xsimd::max(m1, xsimd::select(lane_index<A, T>() < B(static_cast<T>(r)), z, B(ninf)));
   }
   return hmax<A>(xsimd::max(m0, m1));
@@ -183,10 +187,16 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
   if (n == 0) return;
   const std::size_t len = std::min(n, o.length);
   const T masked = log ? -inf : T(0);
-  const T m = transform_max<A>(x, y, len, o);
+  // Without a soft-cap or a mask, z = scale x is formed again where it is
+  // needed rather than stored by pass 1 and read back: pass 1 then only
+  // reads, as plain softmax's max pass does (docs/tuning.md, "Attention
+  // passes"). The same z, sums and outputs either way.
+  const bool recompute = !(o.softcap > 0) && !o.mask;
+  const T m = transform_max<A>(x, recompute ? static_cast<T*>(nullptr) : y, len, o);
   if (!is_finite(m)) {
     // NaN (or one the max dropped), +inf entries sharing the mass, or
-    // everything masked (zeros, with or without a sink).
+    // everything masked (zeros, with or without a sink): read from z.
+    if (recompute) transform_max<A>(x, y, len, o);
     for (std::size_t i = 0; i < len; ++i)
       if (y[i] != y[i]) return fill(y, n, nan);
     if (m == inf)
@@ -198,7 +208,17 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
   const T M = std::max(m, o.sink);
   // sum over z of e^z 2^-E (or e^(z - M)) into s, with shift = E ln2 (or M).
   double s, shift;
-  const auto pass2 = [&](auto&& e) { s = sum_map<A>(y, log ? static_cast<T*>(nullptr) : y, len, e); };
+  T* const terms = log ? static_cast<T*>(nullptr) : y;
+  const auto pass2 = [&](auto&& e) {
+    if (recompute) {
+      // (opaque: z rounded as the stored one was, not contracted into the
+      // exp's subtraction of M)
+      const score_transform<A, T, false, false> z(o);
+      s = sum_map<A>(x, terms, len, [&](B v) SMAX_LAMBDA_INLINE { return e(opaque<A, T>(z(v, B(T(0))))); });
+    } else {
+      s = sum_map<A>(y, terms, len, e);
+    }
+  };
   if (use_split(M)) {
     double r;
     const T E = ref_exponent(M, r);
@@ -215,7 +235,12 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
   if (log) {
     // log sum e^(z - M) >= 0: M is a z or the sink, whose term is 1.
     const B Mb(M), lb(static_cast<T>(std::max(std::log(s) + shift - static_cast<double>(M), 0.0)));
-    map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return (v - Mb) - lb; });
+    if (recompute) {
+      const score_transform<A, T, false, false> z(o);
+      map<A>(x, y, len, [&](B v) SMAX_LAMBDA_INLINE { return (opaque<A, T>(z(v, B(T(0)))) - Mb) - lb; });
+    } else {
+      map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return (v - Mb) - lb; });
+    }
   } else {
     // Products that would be subnormal are 0: compare before multiplying.
     const B inv(static_cast<T>(1.0 / s));
