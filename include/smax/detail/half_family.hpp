@@ -294,7 +294,7 @@ void half_attention_rows(const char* fn, const matrix_view<const H>& x, const ma
     softmax_of_row(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r));
   });
 }
-// softmax_backward over attention rows: row r with row_options(o, r).
+// softmax_backward over attention rows: row r with backward_row_options(o, r).
 template <class H, class F>
 void half_attention_backward_rows(const matrix_view<const H>& x, const matrix_view<const H>& y,
                                   const matrix_view<const H>& dy, const matrix_view<H>& dx,
