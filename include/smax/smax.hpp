@@ -440,8 +440,9 @@ void log_softmax(const H* x, Y* y, std::size_t n) {
 template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
 void softmax(A, matrix_view<const H> x, matrix_view<Y> y, algorithm a = algorithm::automatic, executor* ex = nullptr) {
   detail::check_shapes("smax::softmax", x, y);
-  detail::for_each_row(x, y, detail::default_executor(ex),
-                       [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, a, false); });
+  detail::for_each_row(
+      x, y, detail::default_executor(ex), [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, a, false); },
+      detail::rows_ahead_pays(x));
 }
 template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
 void softmax(matrix_view<const H> x, matrix_view<Y> y, algorithm a = algorithm::automatic, executor* ex = nullptr) {
@@ -450,8 +451,10 @@ void softmax(matrix_view<const H> x, matrix_view<Y> y, algorithm a = algorithm::
 template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
 void log_softmax(A, matrix_view<const H> x, matrix_view<Y> y, executor* ex = nullptr) {
   detail::check_shapes("smax::log_softmax", x, y);
-  detail::for_each_row(x, y, detail::default_executor(ex),
-                       [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, algorithm::automatic, true); });
+  // (no rows_ahead: the log form reads x widened into a buffer)
+  detail::for_each_row(
+      x, y, detail::default_executor(ex),
+      [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, algorithm::automatic, true); }, false);
 }
 template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
 void log_softmax(matrix_view<const H> x, matrix_view<Y> y, executor* ex = nullptr) {

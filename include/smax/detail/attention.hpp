@@ -143,8 +143,14 @@ SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, con
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   B m0(ninf), m1(ninf);
   const auto load_m = [&](std::size_t i) { return Mask ? B::load_unaligned(mask + i) : B(T(0)); };
+  // (without a mask, measured no faster on Zen 5: docs/tuning.md, "Rows ahead")
+  const bool far = Mask && prefetch_first_pass<T>(n);
   std::size_t i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
+    if (far) {
+      prefetch_ahead<A, 2>(x + i);
+      prefetch_ahead<A, 2>(mask + i);
+    }
     const B z0 = f(B::load_unaligned(x + i), load_m(i));
     const B z1 = f(B::load_unaligned(x + i + W), load_m(i + W));
     if (y) {
@@ -362,9 +368,10 @@ softmax_options<T> row_options(const attention_options<T>& o, std::size_t rows, 
 template <class A, class T>
 void softmax_attention_rows(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex,
                             bool log) {
-  for_each_row_index(x.rows, x.cols, default_executor(ex), [&](std::size_t r) {
-    softmax_opts<A>(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r), log);
-  });
+  for_each_row_index(
+      x.rows, x.cols, default_executor(ex),
+      [&](std::size_t r) { softmax_opts<A>(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r), log); },
+      rows_ahead_pays(x));
 }
 
 // Row r's options for the backward pass, which uses the scale, the
@@ -381,9 +388,13 @@ softmax_options<T> backward_row_options(const attention_options<T>& o, std::size
 template <class A, class T>
 void softmax_backward_attention_rows(matrix_view<const T> x, matrix_view<const T> y, matrix_view<const T> dy,
                                      matrix_view<T> dx, const attention_options<T>& o, executor* ex) {
-  for_each_row_index(dx.rows, dx.cols, default_executor(ex), [&](std::size_t r) {
-    softmax_backward_opts<A>(x.row(r), y.row(r), dy.row(r), dx.row(r), dx.cols, backward_row_options(o, dx.rows, r));
-  });
+  for_each_row_index(
+      dx.rows, dx.cols, default_executor(ex),
+      [&](std::size_t r) {
+        softmax_backward_opts<A>(x.row(r), y.row(r), dy.row(r), dx.row(r), dx.cols,
+                                 backward_row_options(o, dx.rows, r));
+      },
+      rows_ahead_pays(y, dy));
 }
 
 }  // namespace detail

@@ -143,10 +143,16 @@ double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
     constexpr std::size_t W = D::size, step = 8 * W, block = 256;
     neumaier_sum total;
     std::size_t i = 0;
+    const bool far = prefetch_first_pass<T>(n);
     while (i + step <= n) {
       D s[8] = {D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0)};
       const std::size_t end = i + std::min(block, (n - i) / step * step);
       for (; i < end; i += step) {
+        if (far) {
+          static_assert(step == 4 * xsimd::batch<T, A>::size, "a step is four vectors of T");
+          prefetch_ahead<A, 4>(a + i);
+          prefetch_ahead<A, 4>(b + i);
+        }
 #pragma GCC unroll 8
         for (std::size_t u = 0; u < 8; ++u)
           s[u] = xsimd::fma(load_widened<A>(a + i + W * u), load_widened<A>(b + i + W * u), s[u]);

@@ -127,23 +127,44 @@ inline executor& default_executor(executor* ex) {
   return ex ? *ex : seq;
 }
 
+// rows_ahead (loops.hpp) set to `on` on this thread while the scope lasts.
+struct rows_ahead_scope {
+  bool saved;
+  explicit rows_ahead_scope(bool on) noexcept : saved(rows_ahead) { rows_ahead = on; }
+  ~rows_ahead_scope() { rows_ahead = saved; }
+  rows_ahead_scope(const rows_ahead_scope&) = delete;
+  rows_ahead_scope& operator=(const rows_ahead_scope&) = delete;
+};
+
+// Whether a batch's rows run with rows_ahead: rows of at least 4 KiB, dense
+// in every view given (stride = cols: 4 KiB past a row's end is the next
+// row), at least prefetch_min_bytes in all. Rows under 4 KiB measured
+// slower with it in the backward (docs/tuning.md, "Rows ahead").
+template <class T, class... More>
+bool rows_ahead_pays(const matrix_view<T>& v, const More&... more) noexcept {
+  const std::size_t row = v.cols * sizeof(T);
+  return row >= 4096 && v.rows > (prefetch_min_bytes - 1) / row && v.stride == v.cols &&
+         ((more.stride == more.cols) && ...);
+}
+
 // Calls f(r) for every row index r < rows, rows grouped into tasks of about
-// task_elems elements.
+// task_elems elements, with rows_ahead = ahead in every task.
 template <class F>
-void for_each_row_index(std::size_t rows, std::size_t cols, executor& ex, F&& f) {
+void for_each_row_index(std::size_t rows, std::size_t cols, executor& ex, F&& f, bool ahead = false) {
   if (rows == 0 || cols == 0) return;
   const std::size_t per_task = std::max<std::size_t>(1, task_elems / cols);
   const std::size_t tasks = (rows + per_task - 1) / per_task;
   ex.run(tasks, [&](std::size_t t) {
+    const rows_ahead_scope scope(ahead);
     const std::size_t end = std::min(rows, (t + 1) * per_task);
     for (std::size_t r = t * per_task; r < end; ++r) f(r);
   });
 }
 
-// Calls f(row_in, row_out) for every row.
+// Calls f(row_in, row_out) for every row (rows_ahead as for_each_row_index).
 template <class T, class U, class F>
-void for_each_row(const matrix_view<T>& x, const matrix_view<U>& y, executor& ex, F&& f) {
-  for_each_row_index(x.rows, x.cols, ex, [&](std::size_t r) { f(x.row(r), y.row(r)); });
+void for_each_row(const matrix_view<T>& x, const matrix_view<U>& y, executor& ex, F&& f, bool ahead) {
+  for_each_row_index(x.rows, x.cols, ex, [&](std::size_t r) { f(x.row(r), y.row(r)); }, ahead);
 }
 
 // The batched form of a single-vector function: check the shapes, then
@@ -152,7 +173,9 @@ void for_each_row(const matrix_view<T>& x, const matrix_view<U>& y, executor& ex
 template <class T, class F>
 void rows_map(const char* fn, const matrix_view<const T>& x, const matrix_view<T>& y, executor* ex, F&& f) {
   check_shapes(fn, x, y);
-  for_each_row_index(x.rows, x.cols, default_executor(ex), [&](std::size_t r) { f(x.row(r), y.row(r), x.cols, r); });
+  for_each_row_index(
+      x.rows, x.cols, default_executor(ex), [&](std::size_t r) { f(x.row(r), y.row(r), x.cols, r); },
+      rows_ahead_pays(x));
 }
 
 // The same for a backward pass: inputs a and b (and c, when the function
@@ -163,7 +186,9 @@ void rows_map_two_inputs(const char* fn, const char* const (&names)[3], const ma
                const matrix_view<const T>& b, const matrix_view<T>& d, executor* ex, F&& f) {
   check_shapes(fn, a, d, names[0], names[2]);
   check_shapes(fn, b, d, names[1], names[2]);
-  for_each_row_index(d.rows, d.cols, default_executor(ex), [&](std::size_t r) { f(a.row(r), b.row(r), d.row(r), d.cols); });
+  for_each_row_index(
+      d.rows, d.cols, default_executor(ex), [&](std::size_t r) { f(a.row(r), b.row(r), d.row(r), d.cols); },
+      rows_ahead_pays(a, b));
 }
 // Three inputs and an output of one shape (names: theirs, for the messages).
 template <class T, class U>
@@ -178,8 +203,9 @@ void rows_map4(const char* fn, const char* const (&names)[4], const matrix_view<
                const matrix_view<const T>& b, const matrix_view<const T>& c, const matrix_view<T>& d, executor* ex,
                F&& f) {
   check_shapes4(fn, names, a, b, c, d);
-  for_each_row_index(d.rows, d.cols, default_executor(ex),
-                     [&](std::size_t r) { f(a.row(r), b.row(r), c.row(r), d.row(r), d.cols); });
+  for_each_row_index(
+      d.rows, d.cols, default_executor(ex), [&](std::size_t r) { f(a.row(r), b.row(r), c.row(r), d.row(r), d.cols); },
+      rows_ahead_pays(a, b, c));
 }
 
 // softmax of one long row by blocks with the two-pass reduction: each
@@ -285,12 +311,15 @@ void softmax_rows(matrix_view<const T> x, matrix_view<T> y, algorithm a, executo
     for (std::size_t r = 0; r < x.rows; ++r) softmax_blocked<A>(x.row(r), y.row(r), x.cols, ex, log);
     return;
   }
-  for_each_row(x, y, ex, [&](const T* xr, T* yr) {
-    if (log)
-      log_softmax<A>(xr, yr, x.cols);
-    else
-      softmax<A>(xr, yr, x.cols, a);
-  });
+  for_each_row(
+      x, y, ex,
+      [&](const T* xr, T* yr) {
+        if (log)
+          log_softmax<A>(xr, yr, x.cols);
+        else
+          softmax<A>(xr, yr, x.cols, a);
+      },
+      rows_ahead_pays(x));
 }
 
 }  // namespace detail

@@ -76,6 +76,21 @@ constexpr std::size_t prefetch_bytes = (is_x86_sse2_v<A> || is_x86_avx_v<A> || i
 // Below this many bytes of input the passes run from cache and skip it.
 constexpr std::size_t prefetch_min_bytes = std::size_t(1) << 20;
 
+// Set while this thread runs a batch of dense rows past prefetch_min_bytes
+// (for_each_row_index, rows_ahead_pays): each row may be short, but the
+// next one follows it in memory, so the read loops that prefetch a long
+// vector (extremum_pass, for_each_chunk4, two_pass_sum, dot_normal, the
+// masked attention pass) prefetch ahead in every pass they serve, on into
+// the next row. Rows of a few KiB alone give the hardware prefetcher too
+// little to train on (docs/tuning.md, "Rows ahead").
+inline thread_local bool rows_ahead = false;
+
+// Whether such a read loop over n elements of S prefetches ahead.
+template <class S>
+SMAX_INLINE bool prefetch_first_pass(std::size_t n) noexcept {
+  return n * sizeof(S) >= prefetch_min_bytes || rows_ahead;
+}
+
 // Prefetches the lines of the U vectors at p, prefetch_bytes<A> ahead (the
 // address is formed as an integer: it may lie past the end of the array,
 // which a prefetch may touch but a pointer may not point to).
@@ -352,7 +367,7 @@ SMAX_INLINE xsimd::batch<T, A> extremum_pass(const S* x, std::size_t n, T fill, 
   constexpr std::size_t W = B::size;
   B m0(fill), m1(fill), m2(fill), m3(fill);
   std::size_t i = 0;
-  const bool far = n * sizeof(S) >= prefetch_min_bytes;
+  const bool far = prefetch_first_pass<S>(n);
   for (; i + 4 * W <= n; i += 4 * W) {
     if (far) prefetch_as<A, 4, T>(x + i);
     const B v0 = load_as<A, T>(x + i), v1 = load_as<A, T>(x + i + W);
@@ -468,7 +483,7 @@ SMAX_INLINE void for_each_chunk4(const T* x, std::size_t n, T pad, Chunk&& chunk
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   std::size_t i = 0;
-  const bool far = n * sizeof(T) >= prefetch_min_bytes;
+  const bool far = prefetch_first_pass<T>(n);
   for (; i + 4 * W <= n; i += 4 * W) {
     if (far) prefetch_ahead<A, 4>(x + i);
     B v[4] = {B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
