@@ -27,7 +27,7 @@
 //                      the caller passes beta as s and delta as b (gamma = 1).
 //
 // Kernels reuse softmax's passes (two_pass_sum with a `pre` map, exp_ref,
-// softmax_three_pass) and entmax_bisect's (with its `scale`), with the
+// softmax_three_pass and, after loops.hpp's transform_max, its _from form) and entmax_bisect's (with its `scale`), with the
 // elementwise factor fused into the write pass. No kernel here forms a
 // subnormal from normal operands: products that may land below the normal
 // range go through mul_normal (exp.hpp), and sigmoid's exp is clamped.
@@ -354,14 +354,16 @@ struct multimax_modulator {
 };
 
 template <class A, class T>
-void multimax(const T* x, T* y, std::size_t n, const multimax_params& p) {
+SMAX_FLATTEN void multimax(const T* x, T* y, std::size_t n, const multimax_params& p) {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const multimax_modulator<A, T> sig(p);
-  // In cache: sigma(x) into y, then softmax's three-pass reload there.
+  // In cache: sigma(x) into y with its max (one pass), then softmax's
+  // three-pass reload there from its sum pass on.
   if (n * sizeof(T) < automatic_two_pass_bytes<A>) {
-    map<A>(x, y, n, sig);
-    return softmax_three_pass<A>(y, y, n, exp_terms::reload);
+    const T m = transform_max<A, T, false>(x, static_cast<const T*>(nullptr), y, n,
+                                           [&](B v, B) SMAX_LAMBDA_INLINE { return sig(v); });
+    return softmax_three_pass_from<A>(m, y, y, n, exp_terms::reload);
   }
   double s;
   T Emax;

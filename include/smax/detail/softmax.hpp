@@ -86,13 +86,13 @@ SMAX_INLINE T clamp_floor(T m) noexcept {
 // reload, or pass 3 computes them again.
 enum class exp_terms { recompute, reload };
 
-// Passes 1 and 2 of three-pass: m = max x, then the sum s of the terms,
+// Pass 2 of three-pass, given m = max x (pass 1): the sum s of the terms,
 // each stored to terms[i] unless terms is null (as keep(x, term): sum_map);
 // then finish(s, normalized), normalized(inv) giving the map x -> term * inv.
 // False (nothing called) when m is not finite. x may be 16-bit (T float).
 template <class A, class T, class S, class Finish, class Keep = store_term>
-SMAX_INLINE bool three_pass_sum(const S* x, T* terms, std::size_t n, Finish&& finish, Keep&& keep = Keep{}) noexcept {
-  const T m = reduce_max<A>(x, n);
+SMAX_INLINE bool three_pass_sum_from(T m, const S* x, T* terms, std::size_t n, Finish&& finish,
+                                     Keep&& keep = Keep{}) noexcept {
   if (!is_finite(m)) return false;
   if (use_split(m)) {
     double r;
@@ -108,8 +108,16 @@ SMAX_INLINE bool three_pass_sum(const S* x, T* terms, std::size_t n, Finish&& fi
   return true;
 }
 
+// Passes 1 and 2 of three-pass: m = max x, then three_pass_sum_from.
+template <class A, class T, class S, class Finish, class Keep = store_term>
+SMAX_INLINE bool three_pass_sum(const S* x, T* terms, std::size_t n, Finish&& finish, Keep&& keep = Keep{}) noexcept {
+  return three_pass_sum_from<A>(static_cast<T>(reduce_max<A>(x, n)), x, terms, n, finish, keep);
+}
+
+// Three-pass softmax after its pass 1: m must be max x as reduce_max finds
+// it (a NaN it drops is caught by the sum); any other m changes the bits.
 template <class A, class T>
-SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, exp_terms terms) noexcept {
+SMAX_INLINE void softmax_three_pass_from(T m, const T* x, T* y, std::size_t n, exp_terms terms) noexcept {
   const bool reload = terms == exp_terms::reload;
   const auto finish = [&](double s, auto&& normalized) {
     if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
@@ -119,8 +127,13 @@ SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, exp_terms 
       map<A, staged>(x, y, n, normalized(static_cast<T>(1.0 / s)));
     }
   };
-  if (!three_pass_sum<A>(x, reload ? y : static_cast<T*>(nullptr), n, finish))
+  if (!three_pass_sum_from<A>(m, x, reload ? y : static_cast<T*>(nullptr), n, finish))
     softmax_nonfinite(x, y, n, result_form::probabilities);
+}
+
+template <class A, class T>
+SMAX_FLATTEN void softmax_three_pass(const T* x, T* y, std::size_t n, exp_terms terms) noexcept {
+  softmax_three_pass_from<A>(reduce_max<A>(x, n), x, y, n, terms);
 }
 
 // The single-pass reductions (online, two_pass) below clamp x at -limit and
