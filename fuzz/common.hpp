@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <smax/dynamic.hpp>
+#include <smax/parallel.hpp>
 
 namespace smax_fuzz {
 
@@ -265,6 +266,23 @@ bool throws_invalid(F&& f) {
     fail("threw something other than std::invalid_argument");
   }
   return false;
+}
+
+// An executor chosen by one input byte: none (this thread), 2 or 3 threads.
+inline smax::executor* pick_executor(std::uint8_t b) {
+  static smax::thread_pool two(2), three(3);
+  switch (b % 3) {
+    case 0: return nullptr;
+    case 1: return &two;
+    default: return &three;
+  }
+}
+
+// A batched output element against the vector call's: equal, or both NaN
+// (NaN payloads may differ).
+template <class T>
+bool same_or_both_nan(T a, T b) {
+  return a == b || (a != a && b != b);
 }
 
 // memcmp that accepts null pointers for zero bytes (memcmp itself does not).

@@ -14,21 +14,8 @@
 
 namespace {
 
-smax::executor* pick_executor(std::uint8_t b) {
-  static smax::thread_pool two(2), three(3);
-  switch (b % 3) {
-    case 0: return nullptr;
-    case 1: return &two;
-    default: return &three;
-  }
-}
-
-// A batched output element against the vector call's: equal, or both NaN
-// (NaN payloads may differ).
-template <class T>
-bool same_or_both_nan(T a, T b) {
-  return a == b || (a != a && b != b);
-}
+using smax_fuzz::pick_executor;
+using smax_fuzz::same_or_both_nan;
 
 template <class T>
 void run(smax_fuzz::stream& in) {

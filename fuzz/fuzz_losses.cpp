@@ -244,15 +244,8 @@ void run_attention(smax_fuzz::stream& in, const std::vector<T>& x) {
   }
 }
 
-smax::executor* pick_executor(std::uint8_t b) {
-  static smax::thread_pool two(2);
-  return b & 1 ? &two : nullptr;
-}
-
-template <class T>
-bool same_or_both_nan(T a, T b) {
-  return a == b || (a != a && b != b);
-}
+using smax_fuzz::pick_executor;
+using smax_fuzz::same_or_both_nan;
 
 // The batched attention forms (softmax, log_softmax, softmax_backward over
 // rows of x): heads, a mask broadcast over them, causal or per-row lengths,
