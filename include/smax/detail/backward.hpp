@@ -143,7 +143,7 @@ double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
     constexpr std::size_t W = D::size, step = 8 * W, block = 256;
     neumaier_sum total;
     std::size_t i = 0;
-    const bool far = prefetch_first_pass<T>(n);
+    const bool far = read_loop_prefetches<T>(n);
     while (i + step <= n) {
       D s[8] = {D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0), D(0.0)};
       const std::size_t end = i + std::min(block, (n - i) / step * step);

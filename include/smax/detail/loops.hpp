@@ -87,7 +87,7 @@ inline thread_local bool rows_ahead = false;
 
 // Whether such a read loop over n elements of S prefetches ahead.
 template <class S>
-SMAX_INLINE bool prefetch_first_pass(std::size_t n) noexcept {
+SMAX_INLINE bool read_loop_prefetches(std::size_t n) noexcept {
   return n * sizeof(S) >= prefetch_min_bytes || rows_ahead;
 }
 
@@ -367,7 +367,7 @@ SMAX_INLINE xsimd::batch<T, A> extremum_pass(const S* x, std::size_t n, T fill, 
   constexpr std::size_t W = B::size;
   B m0(fill), m1(fill), m2(fill), m3(fill);
   std::size_t i = 0;
-  const bool far = prefetch_first_pass<S>(n);
+  const bool far = read_loop_prefetches<S>(n);
   for (; i + 4 * W <= n; i += 4 * W) {
     if (far) prefetch_as<A, 4, T>(x + i);
     const B v0 = load_as<A, T>(x + i), v1 = load_as<A, T>(x + i + W);
@@ -453,7 +453,7 @@ SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, con
   B m0(ninf), m1(ninf);
   const auto load_m = [&](std::size_t i) { return Mask ? B::load_unaligned(mask + i) : B(T(0)); };
   // (without a mask, measured no faster on Zen 5: docs/tuning.md, "Rows ahead")
-  const bool far = Mask && prefetch_first_pass<T>(n);
+  const bool far = Mask && read_loop_prefetches<T>(n);
   std::size_t i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
     if (far) {
@@ -526,7 +526,7 @@ SMAX_INLINE void for_each_chunk4(const T* x, std::size_t n, T pad, Chunk&& chunk
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   std::size_t i = 0;
-  const bool far = prefetch_first_pass<T>(n);
+  const bool far = read_loop_prefetches<T>(n);
   for (; i + 4 * W <= n; i += 4 * W) {
     if (far) prefetch_ahead<A, 4>(x + i);
     B v[4] = {B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),

@@ -27,7 +27,8 @@
 //                      the caller passes beta as s and delta as b (gamma = 1).
 //
 // Kernels reuse softmax's passes (two_pass_sum with a `pre` map, exp_ref,
-// softmax_three_pass and, after loops.hpp's transform_max, its _from form) and entmax_bisect's (with its `scale`), with the
+// softmax_three_pass, or softmax_three_pass_from after loops.hpp's
+// transform_max) and entmax_bisect's (with its `scale`), with the
 // elementwise factor fused into the write pass. No kernel here forms a
 // subnormal from normal operands: products that may land below the normal
 // range go through mul_normal (exp.hpp), and sigmoid's exp is clamped.

@@ -300,7 +300,7 @@ SMAX_FLATTEN bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pr
 
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   std::size_t i = 0, chunks = 0;
-  const bool far = prefetch_first_pass<S>(n);
+  const bool far = read_loop_prefetches<S>(n);
   for (; i + U * W <= n; i += U * W) {
     if (far) prefetch_as<A, U, T>(x + i);
     B v[U];
