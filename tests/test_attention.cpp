@@ -417,4 +417,57 @@ TEMPLATE_TEST_CASE("batched attention: heads, broadcast mask, causal, lengths, A
   }
 }
 
+// Batches of dense rows of >= 4 KiB and >= 1 MiB in all run with rows_ahead
+// (prefetches into the next row, and on AMD the touch of a causal row's
+// unread tail: loops.hpp): each row still the single-vector call's bits.
+// (Prefetches cannot change a result, and off AMD the touch does not run:
+// this checks the rows_ahead paths' arithmetic and addressing.)
+TEMPLATE_TEST_CASE("batched attention: large dense batches give each row's single-vector result",
+                   "[attention][batched]", float, double) {
+  using T = TestType;
+  const std::size_t heads = 2, queries = 128, cols = 1024, rows = heads * queries;
+  const auto x = normal<T>(rows * cols, 3.0, 5);
+  const auto dy = normal<T>(rows * cols, 1.0, 6);
+  const auto mask = make_mask<T>(queries * cols, 13);
+  smax::thread_pool pool(2);
+  for (const auto& isa : isas()) {
+    use_isa u(isa);
+    INFO("isa " << isa);
+    for (int variant = 0; variant < 4; ++variant) {
+      INFO("variant " << variant);
+      smax::attention_options<T> o;
+      o.scale = T(0.125);
+      o.heads = heads;
+      // causal rows end up to 127 short of their end (the tail touched); or
+      // read at most half (the tail touched only where it is exactly half);
+      // with a mask; with a soft-cap (the backward reads x too).
+      const std::ptrdiff_t offsets[] = {std::ptrdiff_t(cols - queries), std::ptrdiff_t(cols / 2 - queries),
+                                        std::ptrdiff_t(cols - queries), std::ptrdiff_t(cols - queries)};
+      o.lengths = smax::causal(offsets[variant]);
+      if (variant == 2) o.mask = smax::matrix_view<const T>(mask.data(), queries, cols);
+      if (variant == 3) o.softcap = T(4);
+      std::vector<T> y(rows * cols), y2(rows * cols), dx(rows * cols), dx2(rows * cols), one(cols);
+      const smax::matrix_view<const T> xv(x.data(), rows, cols), yv(y.data(), rows, cols), dyv(dy.data(), rows, cols);
+      REQUIRE(smax::detail::rows_ahead_pays(xv));
+      REQUIRE(smax::detail::rows_ahead_pays(yv, dyv, xv));
+      smax::dynamic::softmax(xv, smax::matrix_view<T>(y.data(), rows, cols), o);
+      smax::dynamic::softmax(xv, smax::matrix_view<T>(y2.data(), rows, cols), o, &pool);
+      CHECK(smax_test::same_bits(y, y2));
+      smax::dynamic::softmax_backward(xv, yv, dyv, smax::matrix_view<T>(dx.data(), rows, cols), o);
+      smax::dynamic::softmax_backward(xv, yv, dyv, smax::matrix_view<T>(dx2.data(), rows, cols), o, &pool);
+      CHECK(smax_test::same_bits(dx, dx2));
+      for (std::size_t r = 0; r < rows; ++r) {
+        const smax::softmax_options<T> so = smax::detail::row_options(o, rows, r);
+        smax::dynamic::softmax(x.data() + r * cols, one.data(), cols, so);
+        CHECK(std::equal(one.begin(), one.end(), y.data() + r * cols));
+        smax::softmax_options<T> sb = so;
+        sb.mask = nullptr;
+        smax::dynamic::softmax_backward(x.data() + r * cols, y.data() + r * cols, dy.data() + r * cols, one.data(),
+                                        cols, sb);
+        CHECK(std::equal(one.begin(), one.end(), dx.data() + r * cols));
+      }
+    }
+  }
+}
+
 }  // namespace

@@ -158,6 +158,8 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
   // passes"). The same z, sums and outputs either way.
   const bool recompute = !(o.softcap > 0) && !o.mask;
   const T m = transform_max<A>(x, recompute ? static_cast<T*>(nullptr) : y, len, o);
+  touch_gap(x, len, n);
+  if (o.mask) touch_gap(o.mask, len, n);
   if (!is_finite(m)) {
     // NaN (or one the max dropped), +inf entries sharing the mass, or
     // everything masked (zeros, with or without a sink): read from z.
@@ -229,6 +231,8 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
   const std::size_t len = std::min(n, o.length);
   // (softmax_backward's term and products kept normal: no subnormal is formed)
   const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, len));
+  touch_gap(y, len, n);
+  touch_gap(dy, len, n);
   const B sc(o.scale);
   map_pairs<A>(y, dy, dx, len, [&](B a, B b) SMAX_LAMBDA_INLINE {
     return xsimd::select(a == B(T(0)), B(T(0)), mul_normal<A, T>(term(a, b), sc));
@@ -275,6 +279,7 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
         return factor(g, xsimd::select(xsimd::abs(v) == inf, one, B(T(0))));
       });
     }
+    touch_gap(x, len, n);
   }
   fill(dx + len, n - len, T(0));  // memset: faster here than vector_fill (docs/tuning.md, "Masked tails")
 }
@@ -330,7 +335,7 @@ void softmax_attention_rows(matrix_view<const T> x, matrix_view<T> y, const atte
   for_each_row_index(
       x.rows, x.cols, default_executor(ex),
       [&](std::size_t r) { softmax_opts<A>(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r), log); },
-      rows_ahead_pays(x));
+      o.mask.data ? rows_ahead_pays(x, o.mask) : rows_ahead_pays(x));  // (the mask read beside x: dense too)
 }
 
 // Row r's options for the backward pass, which uses the scale, the
@@ -353,7 +358,7 @@ void softmax_backward_attention_rows(matrix_view<const T> x, matrix_view<const T
         softmax_backward_opts<A>(x.row(r), y.row(r), dy.row(r), dx.row(r), dx.cols,
                                  backward_row_options(o, dx.rows, r));
       },
-      rows_ahead_pays(y, dy));
+      o.softcap > 0 ? rows_ahead_pays(y, dy, x) : rows_ahead_pays(y, dy));  // (x read with a soft-cap)
 }
 
 }  // namespace detail
