@@ -21,8 +21,11 @@ TEST_CASE("batched rows equal the vector API row by row, with strides", "[batche
   smax::thread_pool pool(3);
   for (const auto& isa : smax_test::isas()) {
     smax_test::use_isa guard(isa);
-    for (std::size_t cols : {1, 7, 33, 1000}) {
-      const std::size_t rows = 37, ldx = cols + 3, ldy = cols + 5;
+    // 1100: rows of >= 4 KiB, >= 1 MiB in all, with gaps that on AMD the
+    // batched loop touches after each row (row_gap, batched.hpp).
+    for (std::size_t cols : {1, 7, 33, 1000, 1100}) {
+      const bool large = cols == 1100;
+      const std::size_t rows = large ? 256 : 37, ldx = cols + (large ? 300 : 3), ldy = cols + (large ? 305 : 5);
       const auto x = smax_test::normal<float>(rows * ldx, 4.0, cols);
       std::vector<float> y(rows * ldy, -7.0f), ly(rows * ldy, -7.0f);
       smax::dynamic::softmax(smax::matrix_view<const float>(x.data(), rows, cols, ldx),
@@ -280,14 +283,21 @@ TEST_CASE("the batched table covers every registered batched function", "[batche
 template <class T>
 void rest_of_family_rows(const std::string& isa) {
   smax::thread_pool pool3(3);
-  for (std::size_t cols : {1, 9, 70, 1500}) {
-    const std::size_t rows = 23, ld = cols + 3;
+  struct shape {
+    std::size_t cols, rows, gap;
+  };
+  // The last: rows of >= 4 KiB, >= 1 MiB in all, gaps of 300 and 302
+  // elements between them, which on AMD the batched loops touch after each
+  // row (row_gap, batched.hpp).
+  for (const shape sh : {shape{1, 23, 3}, shape{9, 23, 3}, shape{70, 23, 3}, shape{1500, 23, 3}, shape{1100, 200, 300}}) {
+    const std::size_t cols = sh.cols, rows = sh.rows, ld = cols + sh.gap;
     const auto x = smax_test::normal<T>(rows * ld, 3.0, cols + 1);
     const auto dy = smax_test::normal<T>(rows * ld, 1.0, cols + 2);
     // y: a probability-like matrix (the softmax of x) for the backward passes.
     std::vector<T> y(rows * ld, T(0));
     for (std::size_t r = 0; r < rows; ++r) smax::dynamic::softmax(x.data() + r * ld, y.data() + r * ld, cols);
     const smax::matrix_view<const T> X(x.data(), rows, cols, ld), Y(y.data(), rows, cols, ld), DY(dy.data(), rows, cols, ld);
+    if (sh.gap == 300) CHECK((smax::detail::row_gap<const T>(X).data != nullptr) == smax::detail::gap_breaks_stream());
     for (const auto& f : rest_of_family<T>()) {
       INFO("isa " << isa << " " << f.name << " cols " << cols);
       std::vector<T> one(rows * (ld + 2), T(-7)), three(rows * (ld + 2), T(-7)), row(cols);

@@ -147,6 +147,33 @@ bool rows_ahead_pays(const matrix_view<T>& v, const More&... more) noexcept {
          ((more.stride == more.cols) && ...);
 }
 
+// The gap a strided view leaves between its rows (stride > cols), touched
+// after each row but the last (touch_lines) so that the prefetch stream
+// runs on into the next row, as touch_gap does for a dense row's unread
+// tail (docs/tuning.md, "Row gaps"): on AMD (gap_breaks_stream), for rows
+// of at least 4 KiB, a view of at least prefetch_min_bytes, and a gap no
+// longer than a row.
+template <class T>
+struct row_gap {
+  const T* data = nullptr;
+  std::size_t rows = 0, cols = 0, stride = 0;
+  explicit row_gap(const matrix_view<T>& v) noexcept {
+    const std::size_t row = v.cols * sizeof(T);
+    if (v.stride > v.cols && v.stride - v.cols <= v.cols && row >= 4096 &&
+        v.rows > (prefetch_min_bytes - 1) / (v.stride * sizeof(T)) && gap_breaks_stream()) {
+      data = v.data;
+      rows = v.rows;
+      cols = v.cols;
+      stride = v.stride;
+    }
+  }
+  // (always inlined: g++ takes a function of prefetches alone for one
+  // without side effects and drops the call)
+  SMAX_INLINE void after(std::size_t r) const noexcept {
+    if (data && r + 1 < rows) touch_lines(data + r * stride, cols, stride);
+  }
+};
+
 // Calls f(r) for every row index r < rows, rows grouped into tasks of about
 // task_elems elements, with rows_ahead = ahead in every task.
 template <class F>
@@ -162,9 +189,19 @@ void for_each_row_index(std::size_t rows, std::size_t cols, executor& ex, F&& f,
 }
 
 // Calls f(row_in, row_out) for every row (rows_ahead as for_each_row_index).
+// (Strided views: their gaps touched, row_gap.)
 template <class T, class U, class F>
 void for_each_row(const matrix_view<T>& x, const matrix_view<U>& y, executor& ex, F&& f, bool ahead) {
-  for_each_row_index(x.rows, x.cols, ex, [&](std::size_t r) { f(x.row(r), y.row(r)); }, ahead);
+  const row_gap<T> gx(x);
+  const row_gap<U> gy(y);
+  for_each_row_index(
+      x.rows, x.cols, ex,
+      [&](std::size_t r) {
+        f(x.row(r), y.row(r));
+        gx.after(r);
+        gy.after(r);
+      },
+      ahead);
 }
 
 // The batched form of a single-vector function: check the shapes, then
@@ -173,8 +210,15 @@ void for_each_row(const matrix_view<T>& x, const matrix_view<U>& y, executor& ex
 template <class T, class F>
 void rows_map(const char* fn, const matrix_view<const T>& x, const matrix_view<T>& y, executor* ex, F&& f) {
   check_shapes(fn, x, y);
+  const row_gap<const T> gx(x);
+  const row_gap<T> gy(y);
   for_each_row_index(
-      x.rows, x.cols, default_executor(ex), [&](std::size_t r) { f(x.row(r), y.row(r), x.cols, r); },
+      x.rows, x.cols, default_executor(ex),
+      [&](std::size_t r) {
+        f(x.row(r), y.row(r), x.cols, r);
+        gx.after(r);
+        gy.after(r);
+      },
       rows_ahead_pays(x));
 }
 
@@ -186,8 +230,16 @@ void rows_map_two_inputs(const char* fn, const char* const (&names)[3], const ma
                const matrix_view<const T>& b, const matrix_view<T>& d, executor* ex, F&& f) {
   check_shapes(fn, a, d, names[0], names[2]);
   check_shapes(fn, b, d, names[1], names[2]);
+  const row_gap<const T> ga(a), gb(b);
+  const row_gap<T> gd(d);
   for_each_row_index(
-      d.rows, d.cols, default_executor(ex), [&](std::size_t r) { f(a.row(r), b.row(r), d.row(r), d.cols); },
+      d.rows, d.cols, default_executor(ex),
+      [&](std::size_t r) {
+        f(a.row(r), b.row(r), d.row(r), d.cols);
+        ga.after(r);
+        gb.after(r);
+        gd.after(r);
+      },
       rows_ahead_pays(a, b));
 }
 // Three inputs and an output of one shape (names: theirs, for the messages).
@@ -203,8 +255,17 @@ void rows_map4(const char* fn, const char* const (&names)[4], const matrix_view<
                const matrix_view<const T>& b, const matrix_view<const T>& c, const matrix_view<T>& d, executor* ex,
                F&& f) {
   check_shapes4(fn, names, a, b, c, d);
+  const row_gap<const T> ga(a), gb(b), gc(c);
+  const row_gap<T> gd(d);
   for_each_row_index(
-      d.rows, d.cols, default_executor(ex), [&](std::size_t r) { f(a.row(r), b.row(r), c.row(r), d.row(r), d.cols); },
+      d.rows, d.cols, default_executor(ex),
+      [&](std::size_t r) {
+        f(a.row(r), b.row(r), c.row(r), d.row(r), d.cols);
+        ga.after(r);
+        gb.after(r);
+        gc.after(r);
+        gd.after(r);
+      },
       rows_ahead_pays(a, b, c));
 }
 

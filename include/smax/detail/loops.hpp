@@ -108,8 +108,20 @@ inline bool gap_breaks_stream() noexcept {
 #endif
 }
 
-// Touches the cache lines of p[from .. to), in ascending order, with a
-// prefetch each (non-temporal, not waited for): the part of a row that a
+// A non-temporal prefetch of each cache line of p[from .. to), in
+// ascending order (none waited for).
+template <class S>
+SMAX_INLINE void touch_lines(const S* p, std::size_t from, std::size_t to) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(p + to);
+  for (std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p + from) & ~std::uintptr_t(63); a < end; a += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 0);
+#else
+  (void)p, (void)from, (void)to;
+#endif
+}
+
+// Touches the cache lines of p[from .. to) (touch_lines): the part of a row that a
 // batched pass does not read (a causal row's masked tail), so that the
 // hardware sees one stream on into the next row (docs/tuning.md, "Row
 // gaps"). Only under rows_ahead (dense rows, out of cache), where
@@ -117,14 +129,8 @@ inline bool gap_breaks_stream() noexcept {
 // ones cost their traffic: the square causal backward ran slower).
 template <class S>
 SMAX_INLINE void touch_gap(const S* p, std::size_t from, std::size_t to) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
   if (!rows_ahead || from >= to || to - from > from || !gap_breaks_stream()) return;
-  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(p + to);
-  for (std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p + from) & ~std::uintptr_t(63); a < end; a += 64)
-    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 0);
-#else
-  (void)p, (void)from, (void)to;
-#endif
+  touch_lines(p, from, to);
 }
 
 // Prefetches the lines of the U vectors at p, prefetch_bytes<A> ahead (the
