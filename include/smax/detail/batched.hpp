@@ -151,16 +151,16 @@ bool rows_ahead_pays(const matrix_view<T>& v, const More&... more) noexcept {
 // after each row but the last (touch_lines) so that the prefetch stream
 // runs on into the next row, as touch_gap does for a dense row's unread
 // tail (docs/tuning.md, "Row gaps"): on AMD (gap_breaks_stream), for rows
-// of at least 4 KiB, a view of at least prefetch_min_bytes, and a gap no
-// longer than a row.
+// of at least 4 KiB, at least prefetch_min_bytes of them in all, and a gap
+// no longer than a row nor than 4 KiB (the gaps measured).
 template <class T>
 struct row_gap {
   const T* data = nullptr;
   std::size_t rows = 0, cols = 0, stride = 0;
   explicit row_gap(const matrix_view<T>& v) noexcept {
-    const std::size_t row = v.cols * sizeof(T);
-    if (v.stride > v.cols && v.stride - v.cols <= v.cols && row >= 4096 &&
-        v.rows > (prefetch_min_bytes - 1) / (v.stride * sizeof(T)) && gap_breaks_stream()) {
+    const std::size_t row = v.cols * sizeof(T), gap = (v.stride - v.cols) * sizeof(T);
+    if (v.stride > v.cols && gap <= row && gap <= 4096 && row >= 4096 && v.rows > 1 &&
+        v.rows > (prefetch_min_bytes - 1) / row && gap_breaks_stream()) {
       data = v.data;
       rows = v.rows;
       cols = v.cols;
