@@ -147,30 +147,40 @@ bool rows_ahead_pays(const matrix_view<T>& v, const More&... more) noexcept {
          ((more.stride == more.cols) && ...);
 }
 
-// The gap a strided view leaves between its rows (stride > cols), touched
+// The gaps strided views leave between their rows (stride > cols), touched
 // after each row but the last (touch_lines) so that the prefetch stream
 // runs on into the next row, as touch_gap does for a dense row's unread
-// tail (docs/tuning.md, "Row gaps"): on AMD (gap_breaks_stream), for rows
-// of at least 4 KiB, at least prefetch_min_bytes of them in all, and a gap
-// no longer than a row nor than 4 KiB (the gaps measured).
-template <class T>
-struct row_gap {
-  const T* data = nullptr;
-  std::size_t rows = 0, cols = 0, stride = 0;
-  explicit row_gap(const matrix_view<T>& v) noexcept {
+// tail (docs/tuning.md, "Row gaps"): on AMD (gap_breaks_stream), for the
+// views given (all of one row count) with rows of at least 4 KiB, at least
+// prefetch_min_bytes of them in all, and a gap no longer than a row nor
+// than 4 KiB (the gaps measured).
+struct row_gaps {
+  struct gap {
+    const char* data;
+    std::size_t from, stride;  // in bytes
+  };
+  gap gaps[4];
+  std::size_t count = 0, rows = 0;
+  template <class... V>
+  explicit row_gaps(const matrix_view<V>&... views) noexcept {
+    static_assert(sizeof...(V) <= 4, "at most 4 views");
+    (add(views), ...);
+  }
+  template <class T>
+  void add(const matrix_view<T>& v) noexcept {
     const std::size_t row = v.cols * sizeof(T), gap = (v.stride - v.cols) * sizeof(T);
     if (v.stride > v.cols && gap <= row && gap <= 4096 && row >= 4096 && v.rows > 1 &&
         v.rows > (prefetch_min_bytes - 1) / row && gap_breaks_stream()) {
-      data = v.data;
+      gaps[count++] = {reinterpret_cast<const char*>(v.data), row, v.stride * sizeof(T)};
       rows = v.rows;
-      cols = v.cols;
-      stride = v.stride;
     }
   }
   // (always inlined: g++ takes a function of prefetches alone for one
   // without side effects and drops the call)
   SMAX_INLINE void after(std::size_t r) const noexcept {
-    if (data && r + 1 < rows) touch_lines(data + r * stride, cols, stride);
+    if (r + 1 < rows)
+      for (std::size_t i = 0; i < count; ++i)
+        touch_lines(gaps[i].data + r * gaps[i].stride, gaps[i].from, gaps[i].stride);
   }
 };
 
@@ -189,17 +199,15 @@ void for_each_row_index(std::size_t rows, std::size_t cols, executor& ex, F&& f,
 }
 
 // Calls f(row_in, row_out) for every row (rows_ahead as for_each_row_index).
-// (Strided views: their gaps touched, row_gap.)
+// (Strided views: their gaps touched, row_gaps.)
 template <class T, class U, class F>
 void for_each_row(const matrix_view<T>& x, const matrix_view<U>& y, executor& ex, F&& f, bool ahead) {
-  const row_gap<T> gx(x);
-  const row_gap<U> gy(y);
+  const row_gaps gaps(x, y);
   for_each_row_index(
       x.rows, x.cols, ex,
       [&](std::size_t r) {
         f(x.row(r), y.row(r));
-        gx.after(r);
-        gy.after(r);
+        gaps.after(r);
       },
       ahead);
 }
@@ -210,14 +218,12 @@ void for_each_row(const matrix_view<T>& x, const matrix_view<U>& y, executor& ex
 template <class T, class F>
 void rows_map(const char* fn, const matrix_view<const T>& x, const matrix_view<T>& y, executor* ex, F&& f) {
   check_shapes(fn, x, y);
-  const row_gap<const T> gx(x);
-  const row_gap<T> gy(y);
+  const row_gaps gaps(x, y);
   for_each_row_index(
       x.rows, x.cols, default_executor(ex),
       [&](std::size_t r) {
         f(x.row(r), y.row(r), x.cols, r);
-        gx.after(r);
-        gy.after(r);
+        gaps.after(r);
       },
       rows_ahead_pays(x));
 }
@@ -230,15 +236,12 @@ void rows_map_two_inputs(const char* fn, const char* const (&names)[3], const ma
                const matrix_view<const T>& b, const matrix_view<T>& d, executor* ex, F&& f) {
   check_shapes(fn, a, d, names[0], names[2]);
   check_shapes(fn, b, d, names[1], names[2]);
-  const row_gap<const T> ga(a), gb(b);
-  const row_gap<T> gd(d);
+  const row_gaps gaps(a, b, d);
   for_each_row_index(
       d.rows, d.cols, default_executor(ex),
       [&](std::size_t r) {
         f(a.row(r), b.row(r), d.row(r), d.cols);
-        ga.after(r);
-        gb.after(r);
-        gd.after(r);
+        gaps.after(r);
       },
       rows_ahead_pays(a, b));
 }
@@ -255,16 +258,12 @@ void rows_map4(const char* fn, const char* const (&names)[4], const matrix_view<
                const matrix_view<const T>& b, const matrix_view<const T>& c, const matrix_view<T>& d, executor* ex,
                F&& f) {
   check_shapes4(fn, names, a, b, c, d);
-  const row_gap<const T> ga(a), gb(b), gc(c);
-  const row_gap<T> gd(d);
+  const row_gaps gaps(a, b, c, d);
   for_each_row_index(
       d.rows, d.cols, default_executor(ex),
       [&](std::size_t r) {
         f(a.row(r), b.row(r), c.row(r), d.row(r), d.cols);
-        ga.after(r);
-        gb.after(r);
-        gc.after(r);
-        gd.after(r);
+        gaps.after(r);
       },
       rows_ahead_pays(a, b, c));
 }
