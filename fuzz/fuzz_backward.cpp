@@ -39,13 +39,18 @@ void run(smax_fuzz::stream& in) {
 
     // Reference and the scale of the terms it subtracts (the error bound of
     // a correctly rounded evaluation is a few ulp of that scale).
-    // tiny: what the dot product's terms below a few times the smallest
-    // normal number may lose (each may be flushed to 0 or rounded to the
-    // subnormal grid: at most its own size plus one subnormal step); the
-    // output i carries it times |y_i| (log: e^y_i), which matters only for
-    // a huge y_i against subnormal terms.
+    // tiny: what the dot product's small terms may lose, each at most its
+    // own size plus one subnormal step: log's sum of dy, the terms below a
+    // few times the smallest normal number (flushed or rounded to the
+    // subnormal grid); softmax's products y_j dy_j, those below
+    // 2^digits times it (mul_summable drops them on the ISAs that sum
+    // them in T lanes: double, NEON's float; backward.hpp dot_normal).
+    // A dot below the smallest normal number is taken as 0 (normal_or_zero):
+    // up to that number more. The output i carries it times |y_i|
+    // (log: e^y_i), which matters only for a huge y_i against tiny terms.
     long double agg = 0, scale_sum = 0, tiny = 0;
-    const long double tiny_term = 4.0L * std::numeric_limits<T>::min();
+    const long double min = std::numeric_limits<T>::min();
+    const long double tiny_term = log ? 4.0L * min : std::ldexp(min, std::numeric_limits<T>::digits);
     for (std::size_t i = 0; i < n; ++i) {
       const long double term = log ? static_cast<long double>(dy[i]) : static_cast<long double>(yin[i]) * dy[i];
       agg += term;
@@ -53,6 +58,7 @@ void run(smax_fuzz::stream& in) {
       if (term != 0 && std::fabs(term) < tiny_term)
         tiny += std::fabs(term) + std::numeric_limits<T>::denorm_min();
     }
+    if (!log && std::fabs(agg) < 2 * min) tiny += min;
     const long double big = std::numeric_limits<T>::max();
     bool finite = std::isfinite(static_cast<double>(scale_sum)) && scale_sum < big / 4;
     for (std::size_t i = 0; i < n && finite; ++i) finite = std::isfinite(yin[i]) && std::isfinite(dy[i]);

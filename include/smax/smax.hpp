@@ -352,7 +352,10 @@ void softpick_backward(const T* x, const T* y, const T* dy, T* dx, std::size_t n
 // special values propagate through the arithmetic (a NaN in y or dy makes
 // dx NaN; entries with y = 0 get dx = 0 from softmax_backward).
 
-// dx_i = y_i (dy_i - sum_j y_j dy_j), y = softmax(x).
+// dx_i = y_i (dy_i - sum_j y_j dy_j), y = softmax(x). Error: a few ulp of
+// |y_i| (|dy_i| + sum_j |y_j dy_j|), plus |y_i| times the products y_j dy_j
+// below 2^-102 (double 2^-969), which the sum may drop, and a sum below the
+// smallest normal number, taken as 0 (no subnormal formed: docs/guarantees.md).
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void softmax_backward(A, const T* y, const T* dy, T* dx, std::size_t n) {
   detail::softmax_backward<A>(y, dy, dx, n);
