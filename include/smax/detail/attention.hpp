@@ -181,7 +181,7 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
       // (opaque: z rounded as the stored one was, not contracted into the
       // exp's subtraction of M)
       const score_transform<A, T, false, false> z(o);
-      s = sum_map<A>(x, terms, len, [&](B v) SMAX_LAMBDA_INLINE { return e(opaque<A, T>(z(v, B(T(0))))); });
+      s = sum_map<A>(x, terms, len, [=](B v) SMAX_LAMBDA_INLINE { return e(opaque<A, T>(z(v, B(T(0))))); });
     } else {
       s = sum_map<A>(y, terms, len, e);
     }
@@ -204,9 +204,9 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
     const B Mb(M), lb(static_cast<T>(std::max(std::log(s) + shift - static_cast<double>(M), 0.0)));
     if (recompute) {
       const score_transform<A, T, false, false> z(o);
-      map<A>(x, y, len, [&](B v) SMAX_LAMBDA_INLINE { return (opaque<A, T>(z(v, B(T(0)))) - Mb) - lb; });
+      map<A>(x, y, len, [=](B v) SMAX_LAMBDA_INLINE { return (opaque<A, T>(z(v, B(T(0)))) - Mb) - lb; });
     } else {
-      map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return (v - Mb) - lb; });
+      map<A>(y, y, len, [=](B v) SMAX_LAMBDA_INLINE { return (v - Mb) - lb; });
     }
   } else {
     // Products that would be subnormal are 0: compare before multiplying.
@@ -215,7 +215,7 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
     // normal v gives a normal v / s. No branch: clang evaluates both arms.)
     const double tmin = static_cast<double>(std::numeric_limits<T>::min());
     const B t(static_cast<T>(tmin * std::max(s, 1.0) * (1 + 0x1p-20)));
-    map<A>(y, y, len, [&](B v) SMAX_LAMBDA_INLINE { return xsimd::select(v < t, B(T(0)), v) * inv; });
+    map<A>(y, y, len, [=](B v) SMAX_LAMBDA_INLINE { return xsimd::select(v < t, B(T(0)), v) * inv; });
   }
   vector_fill<A>(y + len, n - len, masked);
 }
@@ -234,7 +234,7 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
   touch_gap(y, len, n);
   touch_gap(dy, len, n);
   const B sc(o.scale);
-  map_pairs<A>(y, dy, dx, len, [&](B a, B b) SMAX_LAMBDA_INLINE {
+  map_pairs<A>(y, dy, dx, len, [=](B a, B b) SMAX_LAMBDA_INLINE {
     return xsimd::select(a == B(T(0)), B(T(0)), mul_normal<A, T>(term(a, b), sc));
   });
   if (o.softcap > 0) {
@@ -258,24 +258,24 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
     };
     if (f >= 0x1p-100 && f <= 0x1p100) {
       const B lo_b(static_cast<T>(lo)), ic(static_cast<T>(f));
-      map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
+      map_pairs<A>(x, dx, dx, len, [=](B v, B g) SMAX_LAMBDA_INLINE {
         return factor(g, tanh_nonneg<A, T>(xsimd::min(xsimd::max(xsimd::abs(v), lo_b) * ic, sat)));
       });
     } else if (f > 0x1p100) {
       const double fc = std::min(f, sizeof(T) == 4 ? 0x1p150 : std::numeric_limits<double>::max());
       const B up(static_cast<T>(k)), lo_up(static_cast<T>((sizeof(T) == 4 ? 0x1p-13 : 0x1p-28) / fc * k)),
           ic(static_cast<T>(fc / k));
-      map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
+      map_pairs<A>(x, dx, dx, len, [=](B v, B g) SMAX_LAMBDA_INLINE {
         return factor(g, tanh_clamped<A, T>(xsimd::max(xsimd::abs(v) * up, lo_up) * ic));
       });
     } else if (lo <= tmax) {
       const B lo_b(static_cast<T>(lo)), down(static_cast<T>(1 / k)), ic(static_cast<T>(f * k));
-      map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
+      map_pairs<A>(x, dx, dx, len, [=](B v, B g) SMAX_LAMBDA_INLINE {
         return factor(g, tanh_clamped<A, T>((xsimd::max(xsimd::abs(v), lo_b) * down) * ic));
       });
     } else {
       const B inf(std::numeric_limits<T>::infinity());
-      map_pairs<A>(x, dx, dx, len, [&](B v, B g) SMAX_LAMBDA_INLINE {
+      map_pairs<A>(x, dx, dx, len, [=](B v, B g) SMAX_LAMBDA_INLINE {
         return factor(g, xsimd::select(xsimd::abs(v) == inf, one, B(T(0))));
       });
     }

@@ -215,7 +215,8 @@ double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f) noexcep
 
 // out[i] = f(a[i], b[i]); out may alias a or b.
 template <class A, class T, class F>
-void map_pairs(const T* a, const T* b, T* out, std::size_t n, F&& f) noexcept {
+void map_pairs(const T* a, const T* b, T* out, std::size_t n, F&& f_arg) noexcept {
+  local_copy_t<F> f(f_arg);  // (loops.hpp)
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   std::size_t i = 0;
@@ -295,7 +296,7 @@ SMAX_FLATTEN void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, n));
-  map_pairs<A>(y, dy, dx, n, [&](B a, B b) { return term(a, b); });
+  map_pairs<A>(y, dy, dx, n, [=](B a, B b) { return term(a, b); });
 }
 
 // y is the log_softmax output: dx_i = dy_i - e^(y_i) * sum_j dy_j
@@ -309,10 +310,10 @@ SMAX_FLATTEN void log_softmax_backward(const T* y, const T* dy, T* dx, std::size
   // exp so that no subnormal product is formed.
   if (t - t != T(0)) {  // inf or NaN total: the plain product's IEEE results
     const shifted_exp<A, T, false> ex(T(0));
-    return map_pairs<A>(y, dy, dx, n, [&](B a, B b) { return xsimd::fnma(ex(a), total, b); });
+    return map_pairs<A>(y, dy, dx, n, [=](B a, B b) { return xsimd::fnma(ex(a), total, b); });
   }
   const shifted_exp<A, T, false> ex(T(0), t);
-  map_pairs<A>(y, dy, dx, n, [&](B a, B b) { return b - ex(a); });
+  map_pairs<A>(y, dy, dx, n, [=](B a, B b) { return b - ex(a); });
 }
 
 }  // namespace detail

@@ -300,9 +300,9 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
       [&](std::size_t b) {
         const std::size_t o = b * block_elems;
         if (stream)
-          map_streamed<A, staged>(x + o, y + o, len(b), [&](B v) { return e(v); });
+          map_streamed<A, staged>(x + o, y + o, len(b), [=](B v) { return e(v); });
         else
-          map<A>(x + o, y + o, len(b), [&](B v) { return e(v); });
+          map<A>(x + o, y + o, len(b), [=](B v) { return e(v); });
       },
       [&] {
         if (stream) stream_fence<A>();
@@ -348,7 +348,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
         nb, ex,
         [&](std::size_t b) {
           const std::size_t o = b * block_elems;
-          map<A>(x + o, y + o, len(b), [&](B v) { return (v - mb) - lse; });
+          map<A>(x + o, y + o, len(b), [=](B v) { return (v - mb) - lse; });
         });
     return;
   }
@@ -358,7 +358,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
         nb, ex,
         [&](std::size_t b) {
           const std::size_t o = b * block_elems;
-          map<A>(x + o, y + o, len(b), [&](B v) { return inv(e(v)); });
+          map<A>(x + o, y + o, len(b), [=](B v) { return inv(e(v)); });
         });
   });
 }

@@ -482,13 +482,22 @@ T max_or_nan(const T* x, std::size_t n) noexcept {
   return hmax<A>(m);
 }
 
+// The loops that store through a T* run a local copy of their functor:
+// its members (the vector constants of an exp) are then known not to alias
+// the stores and stay in registers. Read through the caller's object they
+// were reloaded for every vector (a vector type may alias any store):
+// sigmoid_attention 1.2x slower (docs/tuning.md, "Functor copies").
+template <class F>
+using local_copy_t = std::decay_t<F>;
+
 // y[i] = f(x[i], mask[i]) for i < n (none when y is null; mask[i] is 0
 // without Mask) and the max of the y, in one read: a pass 1 that forms
 // what the softmax then runs on (the attention scores, MultiMax's
 // modulator). NaN is caught by the callers' sums, as reduce_max's callers
 // do.
 template <class A, class T, bool Mask, class F>
-SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, const F& f) noexcept {
+SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, const F& f_arg) noexcept {
+  const local_copy_t<F> f(f_arg);
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr T ninf = -std::numeric_limits<T>::infinity();
@@ -738,7 +747,9 @@ struct store_term {
 // of the sum, so f may return anything for the padding. x may be 16-bit (T
 // float).
 template <class A, class T, class Src, class F, class Keep = store_term>
-SMAX_FLATTEN double sum_map(const Src* x, T* y, std::size_t n, F&& f, Keep&& keep = Keep{}) noexcept {
+SMAX_FLATTEN double sum_map(const Src* x, T* y, std::size_t n, F&& f_arg, Keep&& keep_arg = Keep{}) noexcept {
+  local_copy_t<F> f(f_arg);
+  local_copy_t<Keep> keep(keep_arg);
   static_assert((loop_shape<A>::unroll & (loop_shape<A>::unroll - 1)) == 0, "unroll must be a power of two");
   compensated<A, T> total;
   std::size_t head = 0;
@@ -811,7 +822,8 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f) noexcept {
 // stores (see stream_min_bytes); Staged (map<A, staged>) for a heavy f: see
 // stream_chunk_bytes.
 template <class A, bool Staged = false, class T, class F>
-SMAX_FLATTEN void map(const T* x, T* y, std::size_t n, F&& f) noexcept {
+SMAX_FLATTEN void map(const T* x, T* y, std::size_t n, F&& f_arg) noexcept {
+  local_copy_t<F> f(f_arg);
   std::size_t head = 0;
   if (stream_output<A>(y, n, head)) {
     if (head) store_partial<A>(y, head, f(load_partial<A>(x, head, T(0))));
@@ -827,7 +839,8 @@ SMAX_FLATTEN void map(const T* x, T* y, std::size_t n, F&& f) noexcept {
 // (batched.hpp's long rows). The caller fences (stream_fence) once its
 // blocks are written.
 template <class A, bool Staged = false, class T, class F>
-SMAX_FLATTEN void map_streamed(const T* x, T* y, std::size_t n, F&& f) noexcept {
+SMAX_FLATTEN void map_streamed(const T* x, T* y, std::size_t n, F&& f_arg) noexcept {
+  local_copy_t<F> f(f_arg);
   std::size_t head = 0;
   if (stream_output<A>(y, n, head, true)) {
     if (head) store_partial<A>(y, head, f(load_partial<A>(x, head, T(0))));

@@ -200,7 +200,7 @@ SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t 
     return f * std::ldexp(1.0, -k);
   };
   const B cb(c);
-  const auto write = [&](auto&& e) { map<A, staged>(x, dx, n, [&](B v) { return e(v) - cb; }); };
+  const auto write = [&](auto&& e) { map<A, staged>(x, dx, n, [=](B v) { return e(v) - cb; }); };
   if (dloss == 0) {
     map<A>(x, dx, n, [](B) { return B(T(0)); });
   } else if (std::fabs(lse) <= exp_constants<T>::split_limit) {

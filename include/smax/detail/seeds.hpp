@@ -100,7 +100,8 @@ void sigmoid_attention(const T* x, T* y, std::size_t n, T b) noexcept {
   using B = xsimd::batch<T, A>;
   const B bv(b), zero(T(0)), floor(seed_limits<T>::exp_floor);
   const shifted_exp<A, T, false> ex(T(0));
-  map<A>(x, y, n, [&](B v) {
+  // (captures by value: map's copy then holds the constants, loops.hpp)
+  map<A>(x, y, n, [=](B v) {
     const B z = v + bv;
     const sigmoid_parts<A, T> s(ex, z);
     return xsimd::select(z >= zero, s.r, xsimd::select(z < floor, zero, s.t * s.r));
@@ -114,7 +115,7 @@ void sigmoid_attention_backward(const T* x, const T* dy, T* dx, std::size_t n, T
   using B = xsimd::batch<T, A>;
   const B bv(b), zero(T(0)), floor(seed_limits<T>::exp_floor);
   const shifted_exp<A, T, false> ex(T(0));
-  map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
+  map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
     const B z = v + bv;
     const sigmoid_parts<A, T> s(ex, z);
     const B d = xsimd::select(xsimd::abs(z) > -floor, zero, (s.t * s.r) * s.r);
@@ -242,7 +243,7 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
     const auto finish = [&](double s, auto&&) {
       if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
       const B inv(static_cast<T>(1.0 / s));
-      map<A>(y, y, n, [&](B u) SMAX_LAMBDA_INLINE { return mul_normal<A, T>(u, inv); });
+      map<A>(y, y, n, [=](B u) SMAX_LAMBDA_INLINE { return mul_normal<A, T>(u, inv); });
     };
     const auto times_g = [&](B v, B t) SMAX_LAMBDA_INLINE { return mul_normal<A, T>(g(v), t); };
     if (!three_pass_sum<A>(x, y, n, finish, times_g)) sa_softmax_nonfinite(x, y, n, false);
@@ -262,7 +263,7 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   T lo = -hmax<A>(-mn), hi = hmax<A>(mx);
   const auto write = [&](auto&& term) {
     const sa_factor<A, T> g(normalized, lo, hi);
-    map<A, staged>(x, y, n, [&](B v) { return mul_normal<A, T>(g(v), term(v)); });
+    map<A, staged>(x, y, n, [=](B v) { return mul_normal<A, T>(g(v), term(v)); });
   };
   if (ok) return write(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
   const T m = reduce_max<A>(x, n);
@@ -307,7 +308,7 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
   const auto run = [&](auto&& term) {
     if (normalized)
       P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); });
-    map_pairs<A>(x, dy, dx, n, [&](B v, B d) {
+    map_pairs<A>(x, dy, dx, n, [=](B v, B d) {
       const B gv = g(v);
       const B a = normalized ? xsimd::fms(d, slope + gv, Dv) : xsimd::fms(d, gv + B(T(1)), Dv);
       return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
@@ -370,7 +371,7 @@ SMAX_FLATTEN void multimax(const T* x, T* y, std::size_t n, const multimax_param
   T Emax;
   if (two_pass_sum<A>(x, n, s, Emax, sig)) {
     const exp_ref<A, T> ex(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s));
-    return map<A, staged>(x, y, n, [&](B v) { return ex(sig(v)); });
+    return map<A, staged>(x, y, n, [=](B v) { return ex(sig(v)); });
   }
   map<A>(x, y, n, sig);
   softmax_three_pass<A>(y, y, n, exp_terms::recompute);
@@ -378,7 +379,8 @@ SMAX_FLATTEN void multimax(const T* x, T* y, std::size_t n, const multimax_param
 
 // Three inputs, one output (any may alias): out[i] = f(a[i], b[i], c[i]).
 template <class A, class T, class F>
-void map3(const T* a, const T* b, const T* c, T* out, std::size_t n, F&& f) noexcept {
+void map3(const T* a, const T* b, const T* c, T* out, std::size_t n, F&& f_arg) noexcept {
+  local_copy_t<F> f(f_arg);  // (loops.hpp)
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   std::size_t i = 0;
@@ -397,7 +399,7 @@ SMAX_FLATTEN void multimax_backward(const T* x, const T* y, const T* dy, T* dx, 
   if (n == 0) return;
   const multimax_modulator<A, T> sig(p);
   const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, n));
-  map3<A>(x, y, dy, dx, n, [&](B v, B yv, B d) { return mul_normal<A, T>(sig.slope(v), term(yv, d)); });
+  map3<A>(x, y, dy, dx, n, [=](B v, B yv, B d) { return mul_normal<A, T>(sig.slope(v), term(yv, d)); });
 }
 
 // ------------------------------------------------------------- asentmax --
@@ -417,7 +419,7 @@ void asentmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha, T
   if (n == 0) return;
   const B c(static_cast<T>(ssmax_scale(s, b, n)));
   entmax_backward<A, T>(y, dy, dx, n, alpha);
-  map<A>(dx, dx, n, [&](B g) { return mul_normal<A, T>(g, c); });
+  map<A>(dx, dx, n, [=](B g) { return mul_normal<A, T>(g, c); });
 }
 
 }  // namespace detail

@@ -400,7 +400,7 @@ SMAX_FLATTEN void log_softmax(const T* x, T* y, std::size_t n) noexcept {
   // (found by fuzz_softmax: x = {2^-149} gave y = 2^-149).
   lse = std::max(lse, 0.0);
   const B mb(m), lb(static_cast<T>(lse));
-  map<A>(x, y, n, [&](B v) { return (v - mb) - lb; });
+  map<A>(x, y, n, [=](B v) { return (v - mb) - lb; });
 }
 
 }  // namespace detail

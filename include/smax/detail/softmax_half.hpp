@@ -92,7 +92,8 @@ SMAX_INLINE void map_half_plain(const H* x, Y* y, std::size_t n, F& f, bool far)
 }
 
 template <class A, narrow_input In, class H, class Y, class F>
-SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f) noexcept {
+SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f_arg) noexcept {
+  local_copy_t<F> f(f_arg);  // (loops.hpp)
   using B = xsimd::batch<float, A>;
   constexpr std::size_t W = B::size;
   const bool far = n * sizeof(H) >= prefetch_min_bytes;
@@ -196,7 +197,7 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept
     });
     if (!(rest == rest)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
     const B lb(static_cast<float>(std::log(c) + std::log1p(rest / c)));
-    map_half<A, narrow_input::any>(x, y, n, [&](B v) { return (v - mb) - lb; });
+    map_half<A, narrow_input::any>(x, y, n, [=](B v) { return (v - mb) - lb; });
   };
   if (use_split(m)) {
     double r;

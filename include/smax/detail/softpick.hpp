@@ -380,7 +380,7 @@ SMAX_FLATTEN void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std
   // the products cannot overflow), combine, then scale by 2^-sh. The
   // other lanes are unchanged.
   const B deep(T(std::numeric_limits<T>::min_exponent + 24));
-  map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
+  map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
     B p, K;
     extexp<A, T>(xsimd::max(floor, v), p, K);
     const auto low = (K - eb) < deep;
@@ -413,7 +413,7 @@ SMAX_FLATTEN void softpick_backward_nonfinite(const T* x, const T* dy, T* dx, st
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
     const double den = s + static_cast<double>(eps);
     const scale_normal<A, T> invb(static_cast<T>(1.0 / den));
-    map_pairs<A>(x, dy, dx, n, [&](B v, B g) { return softpick_gradient<A, T>(v, g, invb(ex(v)), dot); });
+    map_pairs<A>(x, dy, dx, n, [=](B v, B g) { return softpick_gradient<A, T>(v, g, invb(ex(v)), dot); });
     if (k < n) dx[k] = static_cast<T>(static_cast<double>(dx[k]) - static_cast<double>(eps) / den * dot);
   });
 }

@@ -817,10 +817,10 @@ void sparse_forward(const T* x, T* y, std::size_t n) {
   split_threshold(m, t, hi, lo);
   const B hv(hi), lv(lo), zero(T(0));
   if (P == 1) {
-    map<A>(x, y, n, [&](B v) { return xsimd::max((v - hv) - lv, zero); });
+    map<A>(x, y, n, [=](B v) { return xsimd::max((v - hv) - lv, zero); });
   } else {
     const B half(T(0.5));
-    map<A>(x, y, n, [&](B v) {
+    map<A>(x, y, n, [=](B v) {
       const B s = xsimd::max((v - hv) - lv, zero) * half;
       return s * s;
     });
@@ -908,7 +908,7 @@ void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_
     // max(-inf, c x) rounds c x to T as the candidates were (an FMA
     // contracted from c x - hi would not) and keeps NaN.
     if (scaled)
-      map<A>(x, y, n, [&](B v) { return f(xsimd::max(ninf, v * sv)); });
+      map<A>(x, y, n, [=](B v) { return f(xsimd::max(ninf, v * sv)); });
     else
       map<A>(x, y, n, f);
   };
@@ -982,7 +982,7 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept 
               },
               count, sum);
   const B mean(count > 0 ? finite_mean<T>(sum / count / scale) : T(0));
-  map_pairs<A>(y, dy, dx, n, [&](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
+  map_pairs<A>(y, dy, dx, n, [=](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
 }
 
 // dx = g dy - g (sum g dy / sum g), g_i = y_i^(2 - alpha) on the support
@@ -1027,7 +1027,7 @@ SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n,
   // the largest T: found by fuzz_sparse, dy = -FLT_MAX, q = 0.05 FLT_MAX,
   // g = 0.11) g dy - g q instead, both products bounded by the scale
   // g (|dy| + |q|) of the result.
-  map_pairs<A>(y, dy, dx, n, [&](B yv, B d) {
+  map_pairs<A>(y, dy, dx, n, [=](B yv, B d) {
     const B gv = g(yv), h = d - q;
     // (an infinite dy keeps g (dy - q): g q would be inf 0 for y = +inf)
     const B r = xsimd::select((xsimd::abs(h) < inf) | !(xsimd::abs(d) < inf), gv * h, xsimd::fms(gv, d, gv * q));

@@ -258,7 +258,7 @@ SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::
   using B = xsimd::batch<T, A>;
   const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2));
   const B invS(static_cast<T>(1.0 / S)), mean_half(finite_mean<T>(D / S) * T(0.5));
-  map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
+  map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
     const B h = g * half - mean_half;
     const B sv = div_<A, T>(one, one - v);
     // x < 0: invS before the second s(x): h s(x)^2 alone can underflow
@@ -289,7 +289,7 @@ SMAX_FLATTEN void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std:
       // divisions one at a time: r itself is subnormal (precision lost) when
       // s(m) is near the largest T (found by fuzz_variants: m = DBL_MAX,
       // x = -1.6e6 lost 3 digits).
-      map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
+      map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
         const B h = g * half - mean_half;
         const B pos = div_<A, T>(div_<A, T>(h, sm), Rb);
         const B w = one - v;
@@ -299,7 +299,7 @@ SMAX_FLATTEN void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std:
     } else {
       // Every x < 0: r = (1 - m) / (1 - x) is in (0, 1], never subnormal
       // unless the result is negligible.
-      map_pairs<A>(x, dy, dx, n, [&](B v, B g) {
+      map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
         const B h = g * half - mean_half;
         return div_<A, T>(ratio(v) * div_<A, T>(h, one - v), Rb) * two;
       });
