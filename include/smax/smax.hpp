@@ -960,7 +960,8 @@ void sample(matrix_view<U> logits, std::size_t* out, const sampling& s, std::uin
 // Sigmoid attention (Ramapuram et al. 2024): y_i = sigmoid(x_i + b), b = -log n
 // in the paper. Elementwise, not a normalisation (y does not sum to one):
 // NaN -> NaN in that entry only, +inf -> 1, -inf -> 0; outputs below
-// e^-87 (float; e^-708 double) are 0, never subnormal. One read, one write.
+// about e^-86.3 (float; e^-707.4 double) are 0, never subnormal. One read,
+// one write.
 // Backward: dx = dy sigmoid(z) sigmoid(-z), z = x + b, from x (y unused).
 // Throws std::invalid_argument unless b is finite.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>

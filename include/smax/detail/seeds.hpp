@@ -54,12 +54,12 @@ template <class T>
 struct seed_limits;
 template <>
 struct seed_limits<float> {
-  // e^-87 / (1 + e^-87) = 1.6e-38 is still normal; below z = -87 sigmoid is 0.
-  static constexpr float exp_floor = -87.0f;
+  // e^v below 2^-150: exp_ref's power of two is then +0 (sigmoid_exp)
+  static constexpr float flush_depth = -104.0f;
 };
 template <>
 struct seed_limits<double> {
-  static constexpr double exp_floor = -708.0;
+  static constexpr double flush_depth = -746.0;
 };
 
 inline void check_multimax(const char* fn, const multimax_params& p) {
@@ -79,47 +79,49 @@ void check_asentmax(const char* fn, T alpha, T s, T b, std::size_t n) {
 
 // ------------------------------------------------------------- sigmoid --
 
-// sigmoid(z) = 1 / (1 + t) (z >= 0), t / (1 + t) (z < 0), t = e^-|z|
-// clamped at e^exp_floor; exactly 0 below z = exp_floor. Also returns
-// r = 1 / (1 + t) and t for the derivative. `ex` is e^v, built once per
-// call (built per vector, its constants went through the stack: AVX2 took
-// 3 ns per element).
+// sigmoid(z) = 1 / (1 + t) (z >= 0), t / (1 + t) (z < 0), t = e^-|z|.
+// t is +0 where e^-|z| < 2.8 * 2^-126 (|z| above about 86.3 for float;
+// 2.8 * 2^-1022 and 707.4 for double: exp_ref's flush), so that t / (1 + t) and
+// t / (1 + t)^2 (1 + t near 1 there) are 0 or normal without a select.
 template <class A, class T>
-struct sigmoid_parts {
-  using B = xsimd::batch<T, A>;
-  B t, r;
-  SMAX_INLINE sigmoid_parts(const shifted_exp<A, T, false>& ex, B z) noexcept {
-    // max(c, v) keeps a NaN v on every ISA (see softmax_online).
-    t = ex(xsimd::max(B(seed_limits<T>::exp_floor), -xsimd::abs(z)));
-    r = div_<A, T>(B(T(1)), B(T(1)) + t);
-  }
-};
+exp_ref<A, T> sigmoid_exp() noexcept {
+  return exp_ref<A, T>(seed_limits<T>::flush_depth, T(0), T(1));
+}
+
+// e^-|z|: z with the sign bit set (one operation; NaN stays NaN), clamped
+// by ex at flush_depth (its max keeps a NaN, see softmax_online). `ex` is
+// built once per call (built per vector, its constants went through the
+// stack: AVX2 took 3 ns per element).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> exp_neg_abs(const exp_ref<A, T>& ex, xsimd::batch<T, A> z) noexcept {
+  return ex(z | xsimd::batch<T, A>(T(-0.0)));
+}
 
 template <class A, class T>
 void sigmoid_attention(const T* x, T* y, std::size_t n, T b) noexcept {
   using B = xsimd::batch<T, A>;
-  const B bv(b), zero(T(0)), floor(seed_limits<T>::exp_floor);
-  const shifted_exp<A, T, false> ex(T(0));
+  const B bv(b), zero(T(0));
+  const exp_ref<A, T> ex = sigmoid_exp<A, T>();
   // (captures by value: map's copy then holds the constants, loops.hpp)
   map<A>(x, y, n, [=](B v) {
     const B z = v + bv;
-    const sigmoid_parts<A, T> s(ex, z);
-    return xsimd::select(z >= zero, s.r, xsimd::select(z < floor, zero, s.t * s.r));
+    const B t = exp_neg_abs<A, T>(ex, z);
+    // 1 / (1 + t) or t / (1 + t): one division, one rounding
+    return div_<A, T>(xsimd::select(z >= zero, B(T(1)), t), B(T(1)) + t);
   });
 }
 
-// dx = dy sigmoid(z) sigmoid(-z) = dy t r^2, from x (1 - y would cancel
-// for y near 1).
+// dx = dy sigmoid(z) sigmoid(-z) = dy t r^2, r = 1 / (1 + t), from x
+// (1 - y would cancel for y near 1).
 template <class A, class T>
 void sigmoid_attention_backward(const T* x, const T* dy, T* dx, std::size_t n, T b) noexcept {
   using B = xsimd::batch<T, A>;
-  const B bv(b), zero(T(0)), floor(seed_limits<T>::exp_floor);
-  const shifted_exp<A, T, false> ex(T(0));
+  const B bv(b);
+  const exp_ref<A, T> ex = sigmoid_exp<A, T>();
   map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
-    const B z = v + bv;
-    const sigmoid_parts<A, T> s(ex, z);
-    const B d = xsimd::select(xsimd::abs(z) > -floor, zero, (s.t * s.r) * s.r);
-    return mul_normal<A, T>(g, d);
+    const B t = exp_neg_abs<A, T>(ex, v + bv);
+    const B r = div_<A, T>(B(T(1)), B(T(1)) + t);
+    return mul_normal<A, T>(g, (t * r) * r);
   });
 }
 
