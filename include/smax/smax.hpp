@@ -58,7 +58,8 @@ namespace smax {
 // error per element below 1e-6 for outputs above 1e-30, flat in n and in
 // x_i - m; outputs sum to 1 within 1e-6. `a` picks the algorithm (see
 // softmax.hpp for the traffic each costs); automatic = three-pass reload below
-// 4 MiB of input (AVX-512) / 8 MiB (AVX2), two-pass from there; always
+// 4 MiB of input (AVX-512) / 8 MiB (AVX2, and AVX-512 on AMD Zen 4, whose
+// 512-bit instructions run on 256-bit units), two-pass from there; always
 // three-pass reload on SSE2 and NEON, where the exp, not memory, is the limit
 // (measured: softmax.hpp, automatic_two_pass_bytes).
 // The output's bits do not depend on where y lies, streamed (16 MiB and

@@ -91,22 +91,41 @@ SMAX_INLINE bool read_loop_prefetches(std::size_t n) noexcept {
   return n * sizeof(S) >= prefetch_min_bytes || rows_ahead;
 }
 
+// What the loops tune on from CPUID (leaves 0 and 1), read once: the
+// vendor and the family (base + extended). Elsewhere (not x86, or not
+// GCC/Clang): neither known.
+struct cpu_facts {
+  bool amd = false;
+  unsigned family = 0;
+};
+inline const cpu_facts& cpu() noexcept {
+  static const cpu_facts facts = [] {
+    cpu_facts f;
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+    unsigned a, b, c, d;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+    f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "Auth" "enti" "cAMD"
+    if (a >= 1) {
+      __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+      const unsigned base = (a >> 8) & 0xfu;
+      f.family = base == 0xfu ? base + ((a >> 20) & 0xffu) : base;
+    }
+#endif
+    return f;
+  }();
+  return facts;
+}
+
 // Whether this CPU's hardware prefetchers lose a row-to-row stream where
 // the reads skip the end of each row: AMD (on Zen 5, rows read 1-4 KiB short
 // of their end took 1.6-2.1x the time of whole rows). Not measured on
-// Intel, so off there. CPUID leaf 0, once.
-inline bool gap_breaks_stream() noexcept {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  static const bool amd = [] {
-    unsigned a, b, c, d;
-    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
-    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;  // "Auth" "enti" "cAMD"
-  }();
-  return amd;
-#else
-  return false;
-#endif
-}
+// Intel, so off there.
+inline bool gap_breaks_stream() noexcept { return cpu().amd; }
+
+// Whether AVX-512 runs here on 256-bit units, two per instruction: AMD
+// family 0x19 (Zen 4; Zen 3, the same family, has no AVX-512), so that an
+// AVX-512 kernel computes at about AVX2's rate per element.
+inline bool avx512_on_256bit_units() noexcept { return cpu().amd && cpu().family == 0x19; }
 
 // A non-temporal prefetch of each cache line of p[from .. to), in
 // ascending order (none waited for).

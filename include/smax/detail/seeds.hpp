@@ -240,7 +240,7 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   // g(x) = x folded into the stored terms, x e^(x - m) 2^-E, each stored
   // after its load, then y *= 1 / sum: in place and out of place alike. (The
   // normalized form's two-pass below is as fast in cache: AMD EPYC Zen 5.)
-  if (!normalized && n * sizeof(T) < automatic_two_pass_bytes<A>) {
+  if (!normalized && !automatic_takes_two_pass<A, T>(n)) {
     const sa_factor<A, T> g(false, T(0), T(0));
     const auto finish = [&](double s, auto&&) {
       if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
@@ -364,7 +364,7 @@ SMAX_FLATTEN void multimax(const T* x, T* y, std::size_t n, const multimax_param
   const multimax_modulator<A, T> sig(p);
   // In cache: sigma(x) into y with its max (one pass), then softmax's
   // three-pass reload there from its sum pass on.
-  if (n * sizeof(T) < automatic_two_pass_bytes<A>) {
+  if (!automatic_takes_two_pass<A, T>(n)) {
     const T m = transform_max<A, T, false>(x, static_cast<const T*>(nullptr), y, n,
                                            [&](B v, B) SMAX_LAMBDA_INLINE { return sig(v); });
     return softmax_three_pass_from<A>(m, y, y, n, exp_terms::reload);

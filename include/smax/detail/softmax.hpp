@@ -349,13 +349,27 @@ void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
 // `automatic`: three-pass reload while the input fits in cache (one exp per
 // element; its five passes over the data then cost little), two-pass from
 // this many bytes of input (two reads and one write from DRAM, but two exps
-// per element). The crossings: docs/tuning.md, "automatic's threshold";
-// 4-lane ISAs (SSE2, NEON) are bound by the exp at every size: reload.
+// per element): 4 MiB where AVX-512 runs on 512-bit units, 8 MiB on 256-bit
+// ones (AVX2, and AVX-512 on Zen 4), whose second exp costs twice as much.
+// The crossings: docs/tuning.md, "automatic's threshold"; 4-lane ISAs
+// (SSE2, NEON) are bound by the exp at every size: reload.
 template <class A>
-constexpr std::size_t automatic_two_pass_bytes =
-    is_avx512_v<A> ? (std::size_t(4) << 20)
-    : std::is_base_of<xsimd::fma3<xsimd::avx2>, A>::value ? (std::size_t(8) << 20)
-                                                           : ~std::size_t(0);
+std::size_t automatic_two_pass_bytes() noexcept {
+  constexpr std::size_t wide = std::size_t(4) << 20, narrow = std::size_t(8) << 20;
+  if constexpr (is_avx512_v<A>)
+    return avx512_on_256bit_units() ? narrow : wide;
+  else if constexpr (std::is_base_of<xsimd::fma3<xsimd::avx2>, A>::value)
+    return narrow;
+  else
+    return ~std::size_t(0);
+}
+
+// Whether `automatic` takes two passes over n elements of T.
+template <class A, class T>
+SMAX_INLINE bool automatic_takes_two_pass(std::size_t n) noexcept {
+  // Below the smallest threshold without a look at the CPU.
+  return n * sizeof(T) >= (std::size_t(4) << 20) && n * sizeof(T) >= automatic_two_pass_bytes<A>();
+}
 
 template <class A, class T>
 void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
@@ -371,7 +385,7 @@ void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
       return softmax_online<A>(x, y, n);
     case algorithm::automatic:
     default:
-      if (n * sizeof(T) < automatic_two_pass_bytes<A>) return softmax_three_pass<A>(x, y, n, exp_terms::reload);
+      if (!automatic_takes_two_pass<A, T>(n)) return softmax_three_pass<A>(x, y, n, exp_terms::reload);
       return softmax_two_pass<A>(x, y, n);
   }
 }
