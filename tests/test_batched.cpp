@@ -137,6 +137,50 @@ TEST_CASE("a long row split into blocks keeps the accuracy and special-value rul
     smax::dynamic::softmax(smax::matrix_view<const float>(xf.data(), 1, n), smax::matrix_view<float>(yf.data(), 1, n),
                            smax::algorithm::automatic, &pool);
     CHECK(bitwise_equal(inplace, yf));
+
+    // log_softmax: the same rules through its two-pass blocks and their
+    // fallback (NaN, +inf, all -inf).
+    const auto logs = [&](const std::vector<float>& in, std::vector<float>& out) {
+      smax::dynamic::log_softmax(smax::matrix_view<const float>(in.data(), 1, n), smax::matrix_view<float>(out.data(), 1, n),
+                                 &pool);
+    };
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    bad = xf;
+    bad[n / 2] = std::numeric_limits<float>::quiet_NaN();
+    logs(bad, lf);
+    CHECK(std::all_of(lf.begin(), lf.end(), [](float v) { return std::isnan(v); }));
+    bad = xf;
+    bad[10] = bad[n - 10] = inf;
+    logs(bad, lf);
+    wrong = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      wrong += lf[i] != ((i == 10 || i == n - 10) ? static_cast<float>(-std::log(2.0)) : -inf);
+    CHECK(wrong == 0);
+    logs(masked, lf);
+    CHECK(std::all_of(lf.begin(), lf.end(), [](float v) { return v == -std::numeric_limits<float>::infinity(); }));
+    // -inf entries in a finite row: -inf there, every other output as without them.
+    std::vector<float> plain(n);
+    logs(xf, plain);
+    bad = xf;
+    bad[5] = bad[n - 5] = -inf;
+    logs(bad, lf);
+    wrong = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      wrong += (i == 5 || i == n - 5) ? lf[i] != -inf : !(std::fabs(lf[i] - plain[i]) <= 1e-6f * std::max(1.0f, std::fabs(plain[i])));
+    CHECK(wrong == 0);
+    inplace = xf;
+    logs(inplace, inplace);
+    CHECK(bitwise_equal(inplace, plain));
+    // Large offsets keep double's accuracy (log s - (m - E ln2), ln2 in two parts).
+    auto xo = xd;
+    for (double& v : xo) v += 1000.0;
+    smax::dynamic::log_softmax(smax::matrix_view<const double>(xo.data(), 1, n), smax::matrix_view<double>(yd.data(), 1, n),
+                               &pool);
+    const auto lref = smax_test::ref_log_softmax(xo);
+    double worst_d = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      worst_d = std::max(worst_d, static_cast<double>(std::fabs(yd[i] - lref[i]) / std::max<long double>(1, std::fabs(lref[i]))));
+    CHECK(worst_d < 2e-14);
   }
 }
 

@@ -323,9 +323,16 @@ namespace {
 
 // Sizes for the special-value rules: every tail length of every ISA's vector
 // and unroll, and a few blocks.
+// log_softmax's two-pass form (AVX-512: from 16 KiB; AVX2: from 1 MiB;
+// 4-lane ISAs: never) at tails 1 and 15 of a float vector (4097, 4111) and,
+// on x86, past 1 MiB of float (262147).
 const std::vector<std::size_t>& special_sizes() {
   static const std::vector<std::size_t> s = {1,  2,  3,  4,  5,  7,  8,   9,   15,  16,  17,  31,
-                                             32, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 4097};
+                                             32, 33, 63, 64, 65, 127, 129, 255, 257, 1000, 4097, 4111,
+#if defined(__x86_64__) || defined(__i386__)
+                                             262147
+#endif
+  };
   return s;
 }
 

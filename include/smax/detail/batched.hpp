@@ -16,10 +16,10 @@
 // its sum of e^x against a per-block power of two, pass 2 reads it and writes
 // (streaming stores once the row's output outgrows the cache): two DRAM reads
 // and one write per element, as softmax_two_pass, on any number of cores.
-// If any block is outside the two-pass range (NaN, inf, extreme magnitudes,
-// an all -inf block), the whole row, and log_softmax always, takes max, then
-// sum of e^(x - max) per block (the second read hits L2) after that first
-// read.
+// log_softmax the same, each block's max taken in its first read. If any
+// block is outside the two-pass range (NaN, inf, extreme magnitudes, an all
+// -inf block), the whole row takes max, then sum of e^(x - max) per block
+// (the second read hits L2) after that first read.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../types.hpp"
@@ -275,38 +276,53 @@ void rows_map4(const char* fn, const char* const (&names)[4], const matrix_view<
 // write per element, like softmax_two_pass on the whole row. False when a
 // block is outside the two-pass range (NaN, inf, extreme magnitudes):
 // nothing has been written, the caller takes the max-then-sum blocks.
+// log: each block's max comes with its sum (two_pass_sum_tracked), and the
+// write is log_softmax's, (x - M) - log sum e^(x - M).
 template <class A, class T>
-bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
+bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex, bool log) {
   using B = xsimd::batch<T, A>;
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   std::vector<double> bsum(nb);
-  std::vector<T> bexp(nb);
+  std::vector<T> bexp(nb), bmax(nb);
   std::vector<char> ok(nb);
   const auto len = [&](std::size_t b) { return std::min(block_elems, n - b * block_elems); };
-  for_each_block(
-      nb, ex, [&](std::size_t b) { ok[b] = two_pass_sum<A>(x + b * block_elems, len(b), bsum[b], bexp[b]); });
-  T E = -std::numeric_limits<T>::infinity();
+  for_each_block(nb, ex, [&](std::size_t b) {
+    const T* xb = x + b * block_elems;
+    ok[b] = log ? two_pass_sum_tracked<A, true>(xb, len(b), bsum[b], bexp[b], bmax[b], pass_through{})
+                : two_pass_sum<A>(xb, len(b), bsum[b], bexp[b]);
+  });
+  T E = -std::numeric_limits<T>::infinity(), M = E;
   for (std::size_t b = 0; b < nb; ++b) {
     if (!ok[b]) return false;
     E = std::max(E, bexp[b]);
+    M = std::max(M, bmax[b]);
   }
   double s = 0;
   for (std::size_t b = 0; b < nb; ++b) s += ldexp_flushed(bsum[b], static_cast<int>(bexp[b] - E));
   if (!(s > 0 && s < std::numeric_limits<double>::infinity())) return false;
-  const auto e = exp_ref<A, T>(-single_pass_limits<T>::limit, E, static_cast<T>(1.0 / s));
   const bool stream = n * sizeof(T) >= stream_min_bytes;
-  for_each_block(
-      nb, ex,
-      [&](std::size_t b) {
-        const std::size_t o = b * block_elems;
-        if (stream)
-          map_streamed<A, staged>(x + o, y + o, len(b), [=](B v) { return e(v); });
-        else
-          map<A>(x + o, y + o, len(b), [=](B v) { return e(v); });
-      },
-      [&] {
-        if (stream) stream_fence<A>();
-      });
+  const auto write = [&](auto f, auto staging) {
+    for_each_block(
+        nb, ex,
+        [&](std::size_t b) {
+          const std::size_t o = b * block_elems;
+          if (stream)
+            map_streamed<A, decltype(staging)::value>(x + o, y + o, len(b), f);
+          else
+            map<A>(x + o, y + o, len(b), f);
+        },
+        [&] {
+          if (stream) stream_fence<A>();
+        });
+  };
+  if (log) {
+    const double lse = std::log(s) - minus_e_ln2(static_cast<double>(M), static_cast<double>(E));
+    const B mb(M), lb(static_cast<T>(std::max(lse, 0.0)));  // >= 0, as log_softmax
+    write([=](B v) { return (v - mb) - lb; }, std::false_type{});
+  } else {
+    const auto e = exp_ref<A, T>(-single_pass_limits<T>::limit, E, static_cast<T>(1.0 / s));
+    write([=](B v) { return e(v); }, std::integral_constant<bool, staged>{});
+  }
   return true;
 }
 
@@ -314,7 +330,7 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex) {
 template <class A, class T>
 void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
   constexpr T inf = std::numeric_limits<T>::infinity();
-  if (!log && softmax_blocked_two_pass<A>(x, y, n, ex)) return;
+  if (softmax_blocked_two_pass<A>(x, y, n, ex, log)) return;
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   std::vector<T> bmax(nb);
   std::vector<double> bsum(nb);

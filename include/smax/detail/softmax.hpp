@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "exp.hpp"
 #include "loops.hpp"
@@ -54,6 +55,15 @@ SMAX_INLINE void with_shifted_exp(T m, F&& f) {
     f(shifted_exp<A, T, false>(m));
 }
 
+// m - E ln2 in double for an integer-valued E within a few dozen of m log2e,
+// with ln2 in two parts: the error is a rounding of the (small) result, not
+// one of E ln2 (up to 2^-53 |m|: the plain product gave double log_softmax
+// errors of 3.4e-14 at m = 1000, beyond its bound of 2e-14).
+SMAX_INLINE double minus_e_ln2(double m, double E) noexcept {
+  using C = exp_constants<double>;
+  return std::fma(-E, C::ln2_f1, m) - E * C::ln2_f2;
+}
+
 // The reference exponent of the three-pass kernels for a finite max m with
 // |m| <= split_limit: E = round(m log2e), so that every e^x 2^-E (x <= m) is
 // at most e^(m - E ln2) < 1.42, and r = m - E ln2 in double (to ~2^-60:
@@ -61,9 +71,8 @@ SMAX_INLINE void with_shifted_exp(T m, F&& f) {
 // double inputs).
 template <class T>
 SMAX_INLINE T ref_exponent(T m, double& r) noexcept {
-  using C = exp_constants<double>;
   const double E = std::nearbyint(static_cast<double>(m) * 1.4426950408889634);
-  r = std::fma(-E, C::ln2_f1, static_cast<double>(m)) - E * C::ln2_f2;
+  r = minus_e_ln2(static_cast<double>(m), E);
   return static_cast<T>(E);
 }
 
@@ -236,8 +245,10 @@ struct pass_through {
 };
 // x may also be bf16 / fp16 (S) with T float: each vector is widened as it
 // is loaded (softmax_half.hpp); for S = T the loads are the plain ones.
-template <class A, class T, class Pre = pass_through, class S>
-SMAX_FLATTEN bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pre&& pre = {}) noexcept {
+// WithMax: also the largest x (after pre) into xmax, one max per vector
+// (log_softmax's two-pass form).
+template <class A, bool WithMax, class T, class Pre, class S>
+SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& Emax, T& xmax, Pre&& pre) noexcept {
   using B = xsimd::batch<T, A>;
   using L = single_pass_limits<T>;
   using C = exp_constants<T>;
@@ -259,10 +270,16 @@ SMAX_FLATTEN bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pr
   for (std::size_t u = 0; u < U; ++u) acc[u] = B(T(0));
   compensated<A, T> total;
 
+  B vmax(-std::numeric_limits<T>::infinity());
+
   // One iteration: U vectors (the tail: padded with -inf, which clamps to a
   // term below 2^-125 of its lane).
   const auto chunk = [&](B* v) {
     B K[U];  // K - E + bias_magic
+    if constexpr (WithMax) {
+#pragma GCC unroll 16
+      for (std::size_t u = 0; u < U; ++u) vmax = xsimd::max(vmax, v[u]);
+    }
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) v[u] = xsimd::max(lo, v[u]);  // keeps NaN (see softmax_online)
 #pragma GCC unroll 16
@@ -329,12 +346,19 @@ SMAX_FLATTEN bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pr
       km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
 
   Emax = hmax<A>(E);
+  if constexpr (WithMax) xmax = hmax<A>(vmax);
   // A NaN partial sum must be seen before the rescale below: a lane whose E
   // is far under Emax is flushed to 0 there, NaN or not.
   const double raw = total.sum();
   const bool nan_seen = !(raw == raw);
   s = total.dot(ldexp_normal<A, T>(B(T(1)), E - B(Emax)));
   return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
+}
+
+template <class A, class T, class Pre = pass_through, class S>
+SMAX_INLINE bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pre&& pre = {}) noexcept {
+  T unused;
+  return two_pass_sum_tracked<A, false>(x, n, s, Emax, unused, std::forward<Pre>(pre));
 }
 
 template <class A, class T>
@@ -394,9 +418,42 @@ void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
 // in double, from sum(e^x 2^-E) (see softmax_three_pass):
 // log sum e^(x - m) = log sum(e^x 2^-E) - (m - E ln2).
 template <class A, class T>
-SMAX_FLATTEN void log_softmax(const T* x, T* y, std::size_t n) noexcept {
+SMAX_INLINE void log_softmax_write(const T* x, T* y, std::size_t n, T m, double lse) noexcept {
   using B = xsimd::batch<T, A>;
+  // The true log-sum is >= 0 (the max's own term is 1); its rounding may
+  // land a hair below, which would make the max's log-probability positive
+  // (found by fuzz_softmax: x = {2^-149} gave y = 2^-149).
+  const B mb(m), lb(static_cast<T>(std::max(lse, 0.0)));
+  map<A>(x, y, n, [=](B v) { return (v - mb) - lb; });
+}
+
+// Two reads: the max and sum(e^x 2^-E) in one (two_pass_sum), then the
+// write; log sum e^(x - m) = log sum(e^x 2^-E) - (m - E ln2), in double. False
+// (nothing written) where two_pass_sum cannot take x.
+template <class A, class T>
+SMAX_FLATTEN bool log_softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
+  double s;
+  T E, m;
+  if (!two_pass_sum_tracked<A, true>(x, n, s, E, m, pass_through{})) return false;
+  log_softmax_write<A>(x, y, n, m, std::log(s) - minus_e_ln2(static_cast<double>(m), static_cast<double>(E)));
+  return true;
+}
+
+// From this many bytes of input log_softmax takes the two reads above
+// instead of max, sum, write. AVX-512: in cache too (the saved max pass is
+// worth more than two_pass_sum's bookkeeping from 16 KiB); AVX2: from 1 MiB;
+// 4-lane ISAs (SSE2, NEON), bound by the arithmetic at every size: never
+// (docs/tuning.md, "log_softmax in two passes").
+template <class A>
+constexpr std::size_t log_softmax_two_pass_bytes =
+    is_avx512_v<A> ? (std::size_t(16) << 10)
+    : std::is_base_of<xsimd::fma3<xsimd::avx2>, A>::value ? (std::size_t(1) << 20)
+                                                           : ~std::size_t(0);
+
+template <class A, class T>
+SMAX_FLATTEN void log_softmax(const T* x, T* y, std::size_t n) noexcept {
   if (n == 0) return;
+  if (n * sizeof(T) >= log_softmax_two_pass_bytes<A> && log_softmax_two_pass<A>(x, y, n)) return;
   const T m = reduce_max<A>(x, n);
   if (!is_finite(m)) return softmax_nonfinite(x, y, n, result_form::logs);
   double lse;
@@ -409,12 +466,7 @@ SMAX_FLATTEN void log_softmax(const T* x, T* y, std::size_t n) noexcept {
     lse = std::log(sum_map<A>(x, static_cast<T*>(nullptr), n, shifted_exp<A, T, false>(m)));
   }
   if (!(lse == lse)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
-  // The true log-sum is >= 0 (the max's own term is 1); its rounding may
-  // land a hair below, which would make the max's log-probability positive
-  // (found by fuzz_softmax: x = {2^-149} gave y = 2^-149).
-  lse = std::max(lse, 0.0);
-  const B mb(m), lb(static_cast<T>(lse));
-  map<A>(x, y, n, [=](B v) { return (v - mb) - lb; });
+  log_softmax_write<A>(x, y, n, m, lse);
 }
 
 }  // namespace detail
