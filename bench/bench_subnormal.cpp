@@ -80,7 +80,8 @@ SMAX_BENCH_REGISTER(subnormal) {
        [](const float* x, float* y, std::size_t n) { smax::dynamic::softmax(x, y, n, algorithm::two_pass); }},
       {"softmax/online", {2, 1},
        [](const float* x, float* y, std::size_t n) { smax::dynamic::softmax(x, y, n, algorithm::online); }},
-      {"log_softmax", {2, 1} /* 3 reads on SSE2, and on AVX2 below 1 MiB */, [](const float* x, float* y, std::size_t n) { smax::dynamic::log_softmax(x, y, n); }},
+      // (3 reads on SSE2, and on AVX2 below 1 MiB)
+      {"log_softmax", {2, 1}, [](const float* x, float* y, std::size_t n) { smax::dynamic::log_softmax(x, y, n); }},
       {"softmax_backward", {4, 1},
        [](const float* x, float* y, std::size_t n) { smax::dynamic::softmax_backward(wide_softmax(x, n), x, y, n); }},
       {"ssmax", {2, 1}, [](const float* x, float* y, std::size_t n) { smax::dynamic::ssmax(x, y, n, 0.3f); }},
