@@ -157,6 +157,30 @@ struct sweep {
     return worst;
   }
 
+  // Worst relative error of exp_ref<Arch, T, Acc>(lo, E, scale): scale *
+  // e^x 2^-E over x = m + d, d in [log(min normal) / 2, 0] (many whole
+  // periods of the range reduction, whose error repeats with d mod ln2),
+  // E = round(m log2e).
+  template <smax::detail::exp_accuracy Acc>
+  double reduced(T m, T scale, std::size_t points) {
+    const T E = std::nearbyint(m * T(1.4426950408889634));
+    const smax::detail::exp_ref<Arch, T, Acc> ex(smax::detail::clamp_floor(m), E, scale);
+    const T lo = static_cast<T>(std::log(static_cast<ld>(std::numeric_limits<T>::min())) / 2);
+    std::vector<T> x = offsets(points, lo, 11);
+    for (T& v : x) v = m + v;
+    std::vector<T> y;
+    eval(x, y, ex);
+    double worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const ld k = E;
+      const ld r = ((static_cast<ld>(x[i]) - k * ln2_hi) - k * ln2_mid) - k * ln2_lo;
+      const ld ref = static_cast<ld>(scale) * std::exp(r);
+      worst = std::max(worst, static_cast<double>(std::fabs(static_cast<ld>(y[i]) / ref - 1)));
+    }
+    out.evaluations += x.size();
+    return worst;
+  }
+
   void run(std::size_t points) {
     using C = smax::detail::exp_constants<T>;
     const T L = C::split_limit;
@@ -169,6 +193,14 @@ struct sweep {
     for (T m : {T(0), T(1.5) * L, T(-1.5) * L, T(1024) * L})
       out.shifted_plain = std::max(out.shifted_plain, shifted<false>(m, points));
     out.extexp = extexp(points);
+    if constexpr (std::is_same<T, float>::value) {
+      using smax::detail::exp_accuracy;
+      for (T m : {T(0), T(-3.5), T(88.5), T(-1000.25), L, -L})
+        for (T scale : {T(1), T(3.7e-5)}) {
+          out.ref_bf16_rel = std::max(out.ref_bf16_rel, reduced<exp_accuracy::bf16_output>(m, scale, points / 4));
+          out.ref_fp16_rel = std::max(out.ref_fp16_rel, reduced<exp_accuracy::fp16_output>(m, scale, points / 4));
+        }
+    }
   }
 };
 

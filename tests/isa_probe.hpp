@@ -22,6 +22,9 @@ struct exp_ulp {
   double shifted_split = 0;  // shifted_exp<A, T, true>, several m up to split_limit
   double shifted_plain = 0;  // shifted_exp<A, T, false>, m = 0 and |m| > split_limit
   double extexp = 0;         // extexp over |x| <= split_limit (error of p)
+  // float only: the relative error of exp_ref at the accuracies of 16-bit
+  // outputs (exp_accuracy::bf16_output, fp16_output), m up to split_limit
+  double ref_bf16_rel = 0, ref_fp16_rel = 0;
   std::size_t evaluations = 0;
   char failure[160] = {};
 };

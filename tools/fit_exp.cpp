@@ -70,4 +70,7 @@ int main() {
   // Errors below are in units of 2^-23 (float) / 2^-52 (double): ulp at 1.
   fit<float>("float", 6, 0.36L);
   fit<double>("double", 11, 0.36L);
+  // The terms of outputs rounded to fp16 / bf16 (exp_accuracy).
+  fit<float>("float, fp16 outputs", 4, 0.36L);
+  fit<float>("float, bf16 outputs", 3, 0.36L);
 }

@@ -414,11 +414,11 @@ def test_example_runs():
 
 # ------------------------------------------------------------------ 16-bit
 
-# Every function on 16-bit input is the float32 kernel on the widened values,
-# each output rounded once to nearest even: numpy's float16 and torch's
-# bfloat16 conversions round the same way, so the bits must match.
+# Every function on 16-bit input but softmax is the float32 kernel on the
+# widened values, each output rounded once to nearest even: numpy's float16
+# and torch's bfloat16 conversions round the same way, so the bits must match.
+# (softmax to 16-bit outputs: test_sixteen_bit_softmax_within_one_ulp.)
 SIXTEEN = [
-    ("softmax", lambda f, x: f.softmax(x), 1),
     ("log_softmax", lambda f, x: f.log_softmax(x), 1),
     ("sparsemax", lambda f, x: f.sparsemax(x, 0), 1),
     ("entmax15", lambda f, x: f.entmax15(x), 1),
@@ -449,6 +449,24 @@ def test_torch_bfloat16_is_the_float_kernel_rounded_once(rng, name, call, arity)
     assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16
     want = call(smax, *[a.float() for a in args]).to(torch.bfloat16)
     assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+
+
+def test_sixteen_bit_softmax_within_one_ulp(rng):
+    # softmax to a 16-bit output computes its terms with the cheaper exp its
+    # rounding allows: each output within one 16-bit ulp of the float32
+    # kernel's (which is within 1e-6 of exact), not always its rounding.
+    x16 = logits(rng, (7, 301), np.float16)
+    got = smax.softmax(x16).astype(np.float64)
+    want = smax.softmax(x16.astype(np.float32)).astype(np.float64)
+    # one ulp of v: 2^(floor(log2 v) - 10), 2^-24 below float16's normal range
+    ulp = np.exp2(np.floor(np.log2(np.maximum(want, 2.0**-14))) - 10)
+    assert np.all(np.abs(got - want) <= ulp + 2e-6 * want + 1e-30)
+    xb = torch.from_numpy(logits(rng, (5, 257), np.float32)).to(torch.bfloat16)
+    gotb = smax.softmax(xb).double()
+    wantb = smax.softmax(xb.float()).double()
+    # bfloat16 keeps 8 significant bits: one ulp of v is 2^(floor(log2 v) - 7)
+    ulpb = torch.pow(2.0, torch.floor(torch.log2(wantb.clamp_min(2.0**-126))) - 7)
+    assert bool(torch.all((gotb - wantb).abs() <= ulpb + 2e-6 * wantb + 1e-30))
 
 
 def test_sixteen_bit_out_in_place_and_layouts(rng):

@@ -172,8 +172,8 @@ static void errors(void) {
   CHECK(smax_gumbel_row_seed(5, 0) != smax_gumbel_row_seed(5, 1));
 }
 
-/* bf16 / f16: self-checked (no reference records): the 16-bit softmax is the
- * float softmax of the 16-bit inputs rounded once (within one 16-bit ulp),
+/* bf16 / f16: self-checked (no reference records): the 16-bit softmax is
+ * within one 16-bit ulp of the float softmax of the 16-bit inputs,
  * the _to_f32 form within 1e-6 of it; null arrays are SMAX_EINVAL. */
 static float absf(float v) { return v < 0 ? -v : v; }
 static void half16(void) {

@@ -109,6 +109,35 @@ struct exp_constants<double> : float_layout<double> {
   static constexpr double clamp_depth = 1085 * 0.6931471805599453;
 };
 
+// How closely e^d is evaluated. full: the float / double contract (about an
+// ulp). The other two serve float terms that are rounded once to a 16-bit
+// output (softmax to bf16 / fp16), whose half-ulp is at least 2^-9 / 2^-12
+// relative: a polynomial of degree 3 / 4 (tools/fit_exp.cpp) and ln2 in one
+// part fewer (up to 1.1e-5 more at |x| = split_limit). Measured relative
+// error of a term (tests/test_exp.cpp, every ISA): 3.8e-4 / 2.2e-5; an
+// output (term over sum) stays within twice that before its rounding, well
+// inside the half-ulp. Four (bf16) and three (fp16) FMAs fewer per exp: the
+// 16-bit softmax is compute-bound on cores whose AVX-512 runs at AVX2's
+// rate. Float only.
+enum class exp_accuracy { full, fp16_output, bf16_output };
+
+template <class T, exp_accuracy Acc>
+struct exp_poly_coeffs {
+  static_assert(Acc == exp_accuracy::full, "the 16-bit accuracies are float only");
+  static constexpr int degree = exp_constants<T>::degree;
+  static constexpr const T* c = exp_constants<T>::c;
+};
+template <>
+struct exp_poly_coeffs<float, exp_accuracy::fp16_output> {
+  static constexpr int degree = 4;
+  static constexpr float c[] = {0x1p-1f, 0x1.56fefep-3f, 0x1.5670fp-5f};
+};
+template <>
+struct exp_poly_coeffs<float, exp_accuracy::bf16_output> {
+  static constexpr int degree = 3;
+  static constexpr float c[] = {0x1.0162a8p-1f, 0x1.5670e2p-3f};
+};
+
 template <class A>
 constexpr bool is_avx512_v = std::is_base_of<xsimd::avx512f, A>::value;
 
@@ -227,17 +256,19 @@ SMAX_INLINE xsimd::batch<T, A> pow2_biased(xsimd::batch<T, A> Kb) noexcept {
 //    K * ln2_f1 are both multiples of 2^-24 (float; |x| >= 1/2, else |K| <= 1
 //    and the same holds with 2^-25) and |r| < 1/2 fits in 24 bits; the
 //    second product K * ln2_f2 is below 2^-16 and is rounded once.
-template <class A, class T>
+// For Acc other than full the last part is left out (exp_accuracy).
+template <class A, class T, exp_accuracy Acc = exp_accuracy::full>
 SMAX_INLINE xsimd::batch<T, A> cody_waite(xsimd::batch<T, A> x, xsimd::batch<T, A> K) noexcept {
   using C = exp_constants<T>;
   using B = xsimd::batch<T, A>;
+  constexpr bool full = Acc == exp_accuracy::full;
   if constexpr (has_fma_v<A>) {
     const B r = fnma_<A, T>(K, B(C::ln2_f1), x);
-    return fnma_<A, T>(K, B(C::ln2_f2), r);
+    return full ? fnma_<A, T>(K, B(C::ln2_f2), r) : r;
   } else {
     B r = xsimd::fnma(K, B(C::ln2_hi), x);
     r = xsimd::fnma(K, B(C::ln2_mid), r);
-    return xsimd::fnma(K, B(C::ln2_lo), r);
+    return full ? xsimd::fnma(K, B(C::ln2_lo), r) : r;
   }
 }
 
@@ -258,9 +289,9 @@ SMAX_INLINE xsimd::batch<T, A> poly_argument(xsimd::batch<T, A> d) noexcept {
 }
 
 // e^d for |d| <= 0.36 as 1 + d + d^2 q(d), all in Horner form.
-template <class A, class T>
+template <class A, class T, exp_accuracy Acc = exp_accuracy::full>
 SMAX_INLINE xsimd::batch<T, A> exp_poly(xsimd::batch<T, A> d) noexcept {
-  using C = exp_constants<T>;
+  using C = exp_poly_coeffs<T, Acc>;
   using B = xsimd::batch<T, A>;
   constexpr int nc = C::degree - 1;  // c2 .. c_degree
   d = poly_argument<A, T>(d);
@@ -275,10 +306,10 @@ SMAX_INLINE xsimd::batch<T, A> exp_poly(xsimd::batch<T, A> d) noexcept {
 // computes e^(x - m) / sum this way. Every scaled coefficient is rounded
 // once, an error below 2^-24 of its term (the terms beyond 1 + d are under
 // 0.07), so the result is as accurate as s rounded times exp_poly(d).
-template <class A, class T>
+template <class A, class T, exp_accuracy Acc = exp_accuracy::full>
 struct scaled_poly {
   using B = xsimd::batch<T, A>;
-  using C = exp_constants<T>;
+  using C = exp_poly_coeffs<T, Acc>;
   static constexpr int nc = C::degree - 1;
   B c[nc];
   B s;
@@ -552,12 +583,12 @@ struct scaled_shifted_exp : shifted_exp<A, T, Split> {
 // x below lo (-inf included) is clamped to lo, which gives 0 wherever
 // lo < (E - 150) ln2 (x = NaN stays NaN). Results below 2.8 * 2^-126 (float)
 // are +0; no subnormal is formed.
-template <class A, class T>
+template <class A, class T, exp_accuracy Acc = exp_accuracy::full>
 struct exp_ref {
   using B = xsimd::batch<T, A>;
   using C = exp_constants<T>;
   B lo, magic;
-  scaled_poly<A, T> poly;
+  scaled_poly<A, T, Acc> poly;
   // s = mantissa 2^exponent: the polynomial carries 4 * mantissa, the power
   // of two 2^(K - E + exponent - 2), whose exponent field clamps at 0 (+0):
   // every nonzero result is at least 2.8 * 2^-126, a normal number.
@@ -571,7 +602,7 @@ struct exp_ref {
     const B v = xsimd::max(lo, x);  // keeps NaN (x86 max returns its second operand)
     // kb = K - E + exponent - 2 + bias_magic: the bits of the power of two.
     const B kb = mul_add_magic<A, T>(v, B(C::log2e), magic);
-    const B p = poly(cody_waite<A, T>(v, kb - magic));
+    const B p = poly(cody_waite<A, T, Acc>(v, kb - magic));
     return p * pow2_biased<A, T>(xsimd::max(kb, B(C::round_magic)));
   }
 };

@@ -99,7 +99,8 @@ enum class exp_terms { recompute, reload };
 // each stored to terms[i] unless terms is null (as keep(x, term): sum_map);
 // then finish(s, normalized), normalized(inv) giving the map x -> term * inv.
 // False (nothing called) when m is not finite. x may be 16-bit (T float).
-template <class A, class T, class S, class Finish, class Keep = store_term>
+// Acc: how accurately the terms are computed where |m| <= split_limit.
+template <class A, exp_accuracy Acc = exp_accuracy::full, class T, class S, class Finish, class Keep = store_term>
 SMAX_INLINE bool three_pass_sum_from(T m, const S* x, T* terms, std::size_t n, Finish&& finish,
                                      Keep&& keep = Keep{}) noexcept {
   if (!is_finite(m)) return false;
@@ -107,8 +108,8 @@ SMAX_INLINE bool three_pass_sum_from(T m, const S* x, T* terms, std::size_t n, F
     double r;
     const T E = ref_exponent(m, r);
     const T lo = clamp_floor(m);
-    const double s = sum_map<A>(x, terms, n, exp_ref<A, T>(lo, E, T(1)), keep);
-    finish(s, [&](T inv) { return exp_ref<A, T>(lo, E, inv); });
+    const double s = sum_map<A>(x, terms, n, exp_ref<A, T, Acc>(lo, E, T(1)), keep);
+    finish(s, [&](T inv) { return exp_ref<A, T, Acc>(lo, E, inv); });
   } else {
     const shifted_exp<A, T, false> ex(m);
     const double s = sum_map<A>(x, terms, n, ex, keep);
@@ -118,9 +119,9 @@ SMAX_INLINE bool three_pass_sum_from(T m, const S* x, T* terms, std::size_t n, F
 }
 
 // Passes 1 and 2 of three-pass: m = max x, then three_pass_sum_from.
-template <class A, class T, class S, class Finish, class Keep = store_term>
+template <class A, exp_accuracy Acc = exp_accuracy::full, class T, class S, class Finish, class Keep = store_term>
 SMAX_INLINE bool three_pass_sum(const S* x, T* terms, std::size_t n, Finish&& finish, Keep&& keep = Keep{}) noexcept {
-  return three_pass_sum_from<A>(static_cast<T>(reduce_max<A>(x, n)), x, terms, n, finish, keep);
+  return three_pass_sum_from<A, Acc>(static_cast<T>(reduce_max<A>(x, n)), x, terms, n, finish, keep);
 }
 
 // Three-pass softmax after its pass 1: m must be max x as reduce_max finds
@@ -247,7 +248,7 @@ struct pass_through {
 // is loaded (softmax_half.hpp); for S = T the loads are the plain ones.
 // WithMax: also the largest x (after pre) into xmax, one max per vector
 // (log_softmax's two-pass form).
-template <class A, bool WithMax, class T, class Pre, class S>
+template <class A, bool WithMax, exp_accuracy Acc = exp_accuracy::full, class T, class Pre, class S>
 SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& Emax, T& xmax, Pre&& pre) noexcept {
   using B = xsimd::batch<T, A>;
   using L = single_pass_limits<T>;
@@ -300,7 +301,7 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
     }
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) {
-      const B p = exp_poly<A, T>(cody_waite<A, T>(v[u], K[u] - magic));
+      const B p = exp_poly<A, T, Acc>(cody_waite<A, T, Acc>(v[u], K[u] - magic));
       acc[u] = fma_<A, T>(p, pow2_biased<A, T>(K[u]), acc[u]);
     }
   };
@@ -355,10 +356,10 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
   return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
 }
 
-template <class A, class T, class Pre = pass_through, class S>
+template <class A, exp_accuracy Acc = exp_accuracy::full, class T, class Pre = pass_through, class S>
 SMAX_INLINE bool two_pass_sum(const S* x, std::size_t n, double& s, T& Emax, Pre&& pre = {}) noexcept {
   T unused;
-  return two_pass_sum_tracked<A, false>(x, n, s, Emax, unused, std::forward<Pre>(pre));
+  return two_pass_sum_tracked<A, false, Acc>(x, n, s, Emax, unused, std::forward<Pre>(pre));
 }
 
 template <class A, class T>

@@ -3,7 +3,9 @@
 // (widening each vector as loaded) or run on blocks widened into an L1
 // buffer; the final pass computes and rounds each output once, straight
 // into y. The sums are float per block and double across blocks; no 16-bit
-// value is ever an intermediate.
+// value is ever an intermediate. Softmax to 16-bit y takes the cheaper exp
+// that its rounding allows (exp_accuracy, exp.hpp; not in the rare
+// |max| > split_limit form); float y and log_softmax the full one.
 //
 //   n <= 2^18, softmax, any algorithm:
 //                     three-pass reload on x: max; the float terms stored
@@ -130,6 +132,13 @@ SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f_arg) noexcept 
   map_half_plain<A, In>(x, y, n, f, far);
 }
 
+// How accurately the terms of an output rounded to Y are computed
+// (exp_accuracy): the float contract for float outputs.
+template <class Y>
+constexpr exp_accuracy output_exp_accuracy = std::is_same<Y, bf16>::value   ? exp_accuracy::bf16_output
+                                             : std::is_same<Y, fp16>::value ? exp_accuracy::fp16_output
+                                                                            : exp_accuracy::full;
+
 // Calls g(block, offset, length) for x widened a block at a time.
 template <class A, class H, class G>
 SMAX_INLINE void for_each_widened(const H* x, std::size_t n, G&& g) noexcept {
@@ -155,11 +164,12 @@ SMAX_INLINE void for_each_widened(const H* x, std::size_t n, G&& g) noexcept {
 // it; false (nothing written) when it cannot take x.
 template <class A, class H, class Y>
 bool softmax_half_two_pass(const H* x, Y* y, std::size_t n) noexcept {
+  constexpr exp_accuracy acc = output_exp_accuracy<Y>;
   double s;
   float Emax;
-  if (!two_pass_sum<A>(x, n, s, Emax)) return false;
+  if (!two_pass_sum<A, acc>(x, n, s, Emax)) return false;
   map_half<A, narrow_input::finite_normal>(
-      x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s)));
+      x, y, n, exp_ref<A, float, acc>(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s)));
   return true;
 }
 
@@ -205,9 +215,10 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept
     const float lo = clamp_floor(m);
     // terms e^x 2^-E = e^(x - m) e^r
     if (log) return write_log(exp_ref<A, float>(lo, E, 1.0f), std::exp(-r));
-    const double s = sum(exp_ref<A, float>(lo, E, 1.0f));
+    constexpr exp_accuracy acc = output_exp_accuracy<Y>;
+    const double s = sum(exp_ref<A, float, acc>(lo, E, 1.0f));
     if (!(s == s)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
-    map_half<A, narrow_input::finite_normal>(x, y, n, exp_ref<A, float>(lo, E, static_cast<float>(1.0 / s)));
+    map_half<A, narrow_input::finite_normal>(x, y, n, exp_ref<A, float, acc>(lo, E, static_cast<float>(1.0 / s)));
   } else {
     const shifted_exp<A, float, false> ex(m);
     if (log) return write_log(ex, 1.0);
@@ -240,7 +251,7 @@ SMAX_FLATTEN void softmax_half_reload(const H* x, Y* y, std::size_t n, float* te
     map_half<A, narrow_input::finite_normal>(static_cast<const float*>(terms), y, n,
                                             scale_normal<A, float>(static_cast<float>(1.0 / s)));
   };
-  if (!three_pass_sum<A>(x, terms, n, finish)) softmax_nonfinite_half(x, y, n, false);
+  if (!three_pass_sum<A, output_exp_accuracy<Y>>(x, terms, n, finish)) softmax_nonfinite_half(x, y, n, false);
 }
 
 template <class A, class H, class Y>
