@@ -74,8 +74,9 @@ SMAX_INLINE Y from_float(float f) noexcept {
 // to a float batch, and a float batch rounded (RNE) and stored as W 16-bit
 // values. x86 AVX-512F and F16C (compiled in with the avx2 TU's -mf16c)
 // convert binary16 in hardware, NEON too; bfloat16 is a shift on load and
-// integer rounding on store everywhere. Other ISAs (SSE2) go lane by lane
-// through the exact scalar conversions above.
+// integer rounding on store everywhere, and SSE2 converts binary16 with
+// integer operations (the scalar conversions' arithmetic, per lane). Other
+// ISAs go lane by lane through the exact scalar conversions above.
 template <class A, class H>
 SMAX_INLINE xsimd::batch<float, A> widen(const H* p) noexcept {
   using B = xsimd::batch<float, A>;
@@ -101,6 +102,22 @@ SMAX_INLINE xsimd::batch<float, A> widen(const H* p) noexcept {
   if constexpr (bf && std::is_base_of<xsimd::sse2, A>::value && B::size == 4) {
     const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     return B(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h)));
+  }
+  if constexpr (!bf && std::is_base_of<xsimd::sse2, A>::value && B::size == 4) {
+    // fp16_to_bits per lane without F16C: the fields rebiased (exponent 31,
+    // inf and NaN, to 255); a subnormal m 2^-24 as float(m) * 2^-24, a
+    // product of normal numbers (m < 2^10), exact.
+    const __m128i h = _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), _mm_setzero_si128());
+    const __m128i mag = _mm_and_si128(h, _mm_set1_epi32(0x7fff));
+    const __m128i sign = _mm_slli_epi32(_mm_xor_si128(h, mag), 16);
+    const __m128i e = _mm_srli_epi32(mag, 10);
+    const __m128i top = _mm_cmpeq_epi32(e, _mm_set1_epi32(31));
+    const __m128i rebias = _mm_add_epi32(_mm_set1_epi32(112 << 23), _mm_and_si128(top, _mm_set1_epi32(112 << 23)));
+    const __m128i normal = _mm_add_epi32(_mm_slli_epi32(mag, 13), rebias);
+    const __m128i sub = _mm_castps_si128(_mm_mul_ps(_mm_cvtepi32_ps(mag), _mm_set1_ps(0x1p-24f)));
+    const __m128i zero_e = _mm_cmpeq_epi32(e, _mm_setzero_si128());
+    const __m128i r = _mm_or_si128(_mm_and_si128(zero_e, sub), _mm_andnot_si128(zero_e, normal));
+    return B(_mm_castsi128_ps(_mm_or_si128(r, sign)));
   }
 #endif
 #if defined(__aarch64__)
@@ -194,9 +211,35 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
   }
 #endif
 #if defined(__SSE2__)
-  if constexpr (bf && std::is_base_of<xsimd::sse2, A>::value && B::size == 4) {
+  if constexpr (std::is_base_of<xsimd::sse2, A>::value && B::size == 4) {
+    __m128i bits;
+    if constexpr (bf) {
+      bits = bf16_round_bits<A, In>(v);
+    } else {
+      // fp16_from_bits per lane without F16C. Normal results: rebiased and
+      // rounded to nearest even at bit 13. Below 2^-14: |v| + 1/2 rounds |v|
+      // to a multiple of 2^-24 (the ulp of 1/2), to nearest even as the
+      // kernels' magic-number roundings assume; its low bits are the result
+      // (0 .. 0x400, the last the smallest normal). A float subnormal |v|
+      // gives 0 there, read as 0 (DAZ) or not.
+      const __m128i u = _mm_castps_si128(v);
+      const __m128i a = _mm_and_si128(u, _mm_set1_epi32(0x7fffffff));
+      const __m128i w = _mm_sub_epi32(a, _mm_set1_epi32(0x38000000));
+      const __m128i odd = _mm_and_si128(_mm_srli_epi32(w, 13), _mm_set1_epi32(1));
+      const __m128i normal = _mm_srli_epi32(_mm_add_epi32(_mm_add_epi32(w, _mm_set1_epi32(0xfff)), odd), 13);
+      const __m128i sub = _mm_sub_epi32(_mm_castps_si128(_mm_add_ps(_mm_castsi128_ps(a), _mm_set1_ps(0.5f))),
+                                        _mm_set1_epi32(0x3f000000));
+      const auto pick = [](__m128i c, __m128i t, __m128i f) { return _mm_or_si128(_mm_and_si128(c, t), _mm_andnot_si128(c, f)); };
+      bits = pick(_mm_cmplt_epi32(a, _mm_set1_epi32(0x38800000)), sub, normal);
+      bits = pick(_mm_cmpgt_epi32(a, _mm_set1_epi32(0x477fefff)), _mm_set1_epi32(0x7c00), bits);  // >= 65520: inf
+      if constexpr (In == narrow_input::any) {
+        const __m128i quiet = _mm_or_si128(_mm_set1_epi32(0x7e00), _mm_and_si128(_mm_srli_epi32(a, 13), _mm_set1_epi32(0x3ff)));
+        bits = pick(_mm_cmpgt_epi32(a, _mm_set1_epi32(0x7f800000)), quiet, bits);
+      }
+      bits = _mm_or_si128(bits, _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(0x8000)));
+    }
     // sign-extend each 16-bit result so that the signed pack keeps it
-    const __m128i r = _mm_srai_epi32(_mm_slli_epi32(bf16_round_bits<A, In>(v), 16), 16);
+    const __m128i r = _mm_srai_epi32(_mm_slli_epi32(bits, 16), 16);
     return _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi32(r, r));
   }
 #endif
