@@ -198,13 +198,15 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept
   // term of exactly 1) and s' the sum of the other terms, so that lse keeps
   // its relative precision when it is tiny (a 16-bit output near 0 has a
   // tiny ulp: the float kernels' log(s) - r carries ~1e-7 absolute there).
+  // s' and c from one read of x (each widened block summed twice in L1).
   const auto write_log = [&](auto&& f, double scale_rest) {
-    double c = 0;
-    const double rest = sum([&](B v) { return xsimd::select(v == mb, B(0.0f), f(v)); }) * scale_rest;
+    double c = 0, rest = 0;
     for_each_widened<A>(x, n, [&](const float* b, std::size_t, std::size_t len) {
+      rest += sum_map<A>(b, static_cast<float*>(nullptr), len, [&](B v) { return xsimd::select(v == mb, B(0.0f), f(v)); });
       c += sum_map<A>(b, static_cast<float*>(nullptr), len, [&](B v) { return xsimd::select(v == mb, B(1.0f), B(0.0f)); });
       return true;
     });
+    rest *= scale_rest;
     if (!(rest == rest)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
     const B lb(static_cast<float>(std::log(c) + std::log1p(rest / c)));
     map_half<A, narrow_input::any>(x, y, n, [=](B v) { return (v - mb) - lb; });
