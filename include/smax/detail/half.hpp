@@ -75,8 +75,9 @@ SMAX_INLINE Y from_float(float f) noexcept {
 // values. x86 AVX-512F and F16C (compiled in with the avx2 TU's -mf16c)
 // convert binary16 in hardware, NEON too; bfloat16 is a shift on load and
 // integer rounding on store everywhere, and SSE2 converts binary16 with
-// integer operations (the scalar conversions' arithmetic, per lane). Other
-// ISAs go lane by lane through the exact scalar conversions above.
+// the scalar conversions' integer arithmetic per lane (and one float add,
+// see narrow). Other ISAs go lane by lane through the exact scalar
+// conversions above.
 template <class A, class H>
 SMAX_INLINE xsimd::batch<float, A> widen(const H* p) noexcept {
   using B = xsimd::batch<float, A>;
@@ -218,8 +219,10 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
     } else {
       // fp16_from_bits per lane without F16C. Normal results: rebiased and
       // rounded to nearest even at bit 13. Below 2^-14: |v| + 1/2 rounds |v|
-      // to a multiple of 2^-24 (the ulp of 1/2), to nearest even as the
-      // kernels' magic-number roundings assume; its low bits are the result
+      // to a multiple of 2^-24 (the ulp of 1/2), to nearest even in the
+      // default rounding mode, which the kernels' magic-number roundings
+      // assume too (another mode moves these results, unlike the
+      // integer-only scalar conversion); its low bits are the result
       // (0 .. 0x400, the last the smallest normal). A float subnormal |v|
       // gives 0 there, read as 0 (DAZ) or not.
       const __m128i u = _mm_castps_si128(v);
