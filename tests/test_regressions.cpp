@@ -40,6 +40,47 @@ TEST_CASE("fuzz: softmax_backward does not overflow when the result is represent
   }
 }
 
+namespace {
+// y: zeros, then four -denorm_min (a y given as input may be subnormal),
+// then -0.18; dy: the largest finite value everywhere. dot ~ -0.18 max, so
+// dy_i - dot overflows, and the subnormal y_i times dot is normal.
+template <class T>
+void check_subnormal_y_huge_dot() {
+  const T big = std::numeric_limits<T>::max(), tiny = std::numeric_limits<T>::denorm_min();
+  for (std::size_t zeros : {0, 3, 15, 16, 61}) {
+    std::vector<T> y(zeros, T(0)), dy;
+    for (int k = 0; k < 4; ++k) y.push_back(-tiny);
+    y.push_back(T(-0.1796875));
+    dy.assign(y.size(), big);
+    std::vector<T> dx(y.size());
+    smax::dynamic::softmax_backward(y.data(), dy.data(), dx.data(), y.size());
+    long double dot = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) dot += static_cast<long double>(y[i]) * dy[i];
+    INFO("zeros " << zeros);
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      const long double ref = static_cast<long double>(y[i]) * (static_cast<long double>(dy[i]) - dot);
+      INFO("i " << i << " dx " << dx[i] << " ref " << static_cast<double>(ref));
+      if (ref == 0)
+        CHECK(dx[i] == T(0));
+      else
+        CHECK(std::fabs((dx[i] - ref) / ref) < 4 * std::numeric_limits<T>::epsilon());
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("fuzz: softmax_backward keeps a subnormal y's product with a huge dot", "[regression]") {
+  // Found by fuzz_backward (double, AVX2): where dy_i - dot overflowed, the
+  // two-product form dropped y_i dot for |y_i| below the smallest normal
+  // number, although dot ~ -0.18 DBL_MAX made it 2^-53: dx_i was y_i dy_i.
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    INFO("isa " << isa);
+    check_subnormal_y_huge_dot<float>();
+    check_subnormal_y_huge_dot<double>();
+  }
+}
+
 TEST_CASE("fuzz: stablemax_backward stays accurate for x and dy near the largest double", "[regression]") {
   // Found by fuzz_variants: with s(m) near DBL_MAX, 1 / S was subnormal and
   // lost its bits, and sum dy r overflowed for dy near -DBL_MAX.

@@ -253,16 +253,10 @@ T finite_mean(double v) noexcept {
 template <class A, class T>
 struct softmax_backward_term {
   using B = xsimd::batch<T, A>;
-  B dot, cut, big;
+  B dot, big;
   bool dot_big;
   explicit softmax_backward_term(T dot_s) noexcept
       : dot(dot_s),
-        // |a| below this makes a * dot smaller than the smallest normal number
-        // (that number itself for |dot| >= 1: min / |dot| would be subnormal)
-        cut(std::fabs(dot_s) >= T(1) ? std::numeric_limits<T>::min()
-                                     : static_cast<T>(std::min(static_cast<double>(std::numeric_limits<T>::max()),
-                                                               static_cast<double>(std::numeric_limits<T>::min()) /
-                                                                   std::fabs(static_cast<double>(dot_s))))),
         big(big_value()),
         dot_big(!(std::fabs(dot_s) < big_value()) || dot_s == T(0)) {}
   // 2^(min_exponent / 2): products of two values at least this large are normal
@@ -284,7 +278,9 @@ struct softmax_backward_term {
     // (the two-product form only where needed: a0 b can be subnormal where
     // |b| < |g|, a lane the select would drop)
     if (xsimd::all(finite)) return a0 * g;
-    const B ad = xsimd::select(xsimd::abs(a0) < cut, B(T(0)), a0) * dot;
+    // (judged by the exponents, not by a cut min / |dot|: a subnormal y
+    // given as input times a huge dot is normal; found by fuzz_backward)
+    const B ad = mul_normal<A, T>(a0, dot);
     return xsimd::select(finite, a0 * g, fma_<A, T>(a0, b, -ad));
   }
 };
