@@ -375,14 +375,15 @@ void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
 // element; its five passes over the data then cost little), two-pass from
 // this many bytes of input (two reads and one write from DRAM, but two exps
 // per element): 4 MiB where AVX-512 runs on 512-bit units, 8 MiB on 256-bit
-// ones (AVX2, and AVX-512 on Zen 4), whose second exp costs twice as much.
-// The crossings: docs/tuning.md, "automatic's threshold"; 4-lane ISAs
-// (SSE2, NEON) are bound by the exp at every size: reload.
-template <class A>
+// ones (AVX2, and AVX-512 on Zen 4), whose second exp costs twice as much;
+// 16 MiB for double on Zen 4 (half the lanes per exp). The crossings:
+// docs/tuning.md, "automatic's threshold"; 4-lane ISAs (SSE2, NEON) are
+// bound by the exp at every size: reload.
+template <class A, class T = float>
 std::size_t automatic_two_pass_bytes() noexcept {
   constexpr std::size_t wide = std::size_t(4) << 20, narrow = std::size_t(8) << 20;
   if constexpr (is_avx512_v<A>)
-    return avx512_on_256bit_units() ? narrow : wide;
+    return avx512_on_256bit_units() ? (sizeof(T) == 8 ? 2 * narrow : narrow) : wide;
   else if constexpr (std::is_base_of<xsimd::fma3<xsimd::avx2>, A>::value)
     return narrow;
   else
@@ -393,7 +394,7 @@ std::size_t automatic_two_pass_bytes() noexcept {
 template <class A, class T>
 SMAX_INLINE bool automatic_takes_two_pass(std::size_t n) noexcept {
   // Below the smallest threshold without a look at the CPU.
-  return n * sizeof(T) >= (std::size_t(4) << 20) && n * sizeof(T) >= automatic_two_pass_bytes<A>();
+  return n * sizeof(T) >= (std::size_t(4) << 20) && n * sizeof(T) >= automatic_two_pass_bytes<A, T>();
 }
 
 template <class A, class T>
