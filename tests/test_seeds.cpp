@@ -499,6 +499,37 @@ void backward_checks() {
 
 TEST_CASE("seeds: backward against finite differences, every ISA", "[seeds][backward]") { backward_checks(); }
 
+TEST_CASE("backward terms at the first extreme, wherever it lies, every ISA", "[seeds][softpick][backward]") {
+  // sa_softmax_backward (normalized) adds its range terms at the first
+  // minimum and maximum, softpick_backward its eps term at the first
+  // argmax; both locate them with a vector search (first_index_of). Planted
+  // in the first lane, inside a four-vector step, in the tail.
+  for (const std::string& isa : smax_test::isas()) {
+    smax_test::use_isa use(isa);
+    for (std::size_t n : {std::size_t(67), std::size_t(300)}) {
+      for (std::size_t lo_at : {std::size_t(0), std::size_t(37), n - 1}) {
+        for (std::size_t hi_at : {std::size_t(1), n / 2, n - 2}) {
+          INFO(isa << " n=" << n << " min at " << lo_at << " max at " << hi_at);
+          std::vector<double> x = smax_test::normal<double>(n, 1.5, 5 + n + lo_at), dy = smax_test::normal<double>(n, 1.0, 7 + hi_at);
+          for (auto& v : x)
+            if (std::fabs(v) < 1e-2) v = 0.3;  // away from softpick's kinks at 0
+          x[lo_at] = -9.0;
+          x[hi_at] = 7.0;
+          std::vector<double> y(n), dx(n);
+          smax::dynamic::sa_softmax(x.data(), y.data(), n, true);
+          smax::dynamic::sa_softmax_backward(x.data(), y.data(), dy.data(), dx.data(), n, true);
+          const auto sa = [](const double* a, double* o, std::size_t k) { smax::dynamic::sa_softmax(a, o, k, true); };
+          CHECK(variants_test::grad_err(dx, variants_test::fd_vjp(sa, x, dy)) <= 1e-7);
+          smax::dynamic::softpick(x.data(), y.data(), n, 0.5);
+          smax::dynamic::softpick_backward(x.data(), y.data(), dy.data(), dx.data(), n, 0.5);
+          const auto sp = [](const double* a, double* o, std::size_t k) { smax::dynamic::softpick(a, o, k, 0.5); };
+          CHECK(variants_test::grad_err(dx, variants_test::fd_vjp(sp, x, dy)) <= 1e-7);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("seeds: backward special values", "[seeds][backward]") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   for (const std::string& isa : smax_test::isas()) {

@@ -300,10 +300,8 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
   // The entries lo and hi are (first occurrences), before dx overwrites x.
   std::size_t imin = n, imax = n;
   if (normalized && g.mode == sa_factor<A, T>::finite) {
-    for (std::size_t i = 0; i < n && (imin == n || imax == n); ++i) {
-      if (imin == n && lo < T(0) && x[i] == lo) imin = i;
-      if (imax == n && hi > T(0) && x[i] == hi) imax = i;
-    }
+    if (lo < T(0)) imin = first_index_of<A>(x, n, lo);
+    if (hi > T(0)) imax = first_index_of<A>(x, n, hi);
   }
   const B Dv(finite_mean<T>(D)), slope(g.slope());
   double P = 0;

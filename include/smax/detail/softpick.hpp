@@ -307,14 +307,7 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
 // eps e^M in the unshifted form relu(e^x - 1) / (sum |e^x - 1| + eps e^M));
 // at x_k = 0 the subgradient 0 is used for |a_k|. -inf entries get 0. NaN
 // in x gives NaN everywhere; +inf in x gives 0 everywhere (the limit).
-// The first k with x[k] == m (n if none): dx may alias x, so the callers
-// locate it before anything is written.
-template <class T>
-std::size_t first_index_of(const T* x, std::size_t n, T m) noexcept {
-  std::size_t k = 0;
-  while (k < n && !(x[k] == m)) ++k;
-  return k;
-}
+// k is located (first_index_of) before anything is written: dx may alias x.
 
 // One vector of softpick's gradient from e = e^(x - M) / D (the
 // argmax term apart): e (dy - dot) for x > 0, e dot for x < 0, 0 at 0.
@@ -344,7 +337,7 @@ SMAX_INLINE xsimd::batch<T, A> softpick_gradient(xsimd::batch<T, A> v, xsimd::ba
 
 // Degenerate denominators (every |x| below 2^-100): the gradient in the wide
 // type, one element at a time.
-template <class T>
+template <class A, class T>
 void softpick_backward_wide(const T* x, const T* dy, T* dx, std::size_t n, T eps, T m, double dot) noexcept {
   using Wd = softpick_wide_t<T>;
   Wd s = 0, mw = m;
@@ -352,7 +345,7 @@ void softpick_backward_wide(const T* x, const T* dy, T* dx, std::size_t n, T eps
   for (std::size_t i = 0; i < n; ++i)
     if (x[i] != -std::numeric_limits<T>::infinity()) s += std::fabs(std::exp(-M) * std::expm1(Wd(x[i])));
   const Wd D = s + eps;
-  const std::size_t k = m > T(0) ? first_index_of(x, n, m) : n;
+  const std::size_t k = m > T(0) ? first_index_of<A>(x, n, m) : n;
   for (std::size_t i = 0; i < n; ++i) {
     const Wd e = D > 0 ? std::exp(Wd(x[i]) - M) / D : Wd(0);
     const Wd h = x[i] > 0 ? Wd(dy[i]) - Wd(dot) : (x[i] < 0 ? Wd(dot) : Wd(0));
@@ -368,8 +361,8 @@ SMAX_FLATTEN void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std
   using B = xsimd::batch<T, A>;
   const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
   const double inv = 1.0 / den;
-  if (den == 0 || !(inv <= softpick_inv_max)) return softpick_backward_wide(x, dy, dx, n, eps, m, dot);
-  const std::size_t k = m > T(0) ? first_index_of(x, n, m) : n;
+  if (den == 0 || !(inv <= softpick_inv_max)) return softpick_backward_wide<A>(x, dy, dx, n, eps, m, dot);
+  const std::size_t k = m > T(0) ? first_index_of<A>(x, n, m) : n;
   const scale_normal<A, T> invb(static_cast<T>(inv));
   const B eb(emax), zero(T(0));
   const B floor(-single_pass_limits<T>::limit);
@@ -408,7 +401,7 @@ SMAX_FLATTEN void softpick_backward_nonfinite(const T* x, const T* dy, T* dx, st
   if (nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
   if (posinf) return fill(dx, n, T(0));
   // Max beyond the range (so > 0): e^(-M) is 0 in T, D = sum e^(x - M) + eps.
-  const std::size_t k = first_index_of(x, n, m);
+  const std::size_t k = first_index_of<A>(x, n, m);
   with_shifted_exp<A>(m, [&](auto ex) {
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
     const double den = s + static_cast<double>(eps);
