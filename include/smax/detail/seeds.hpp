@@ -244,8 +244,8 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
     const sa_factor<A, T> g(false, T(0), T(0));
     const auto finish = [&](double s, auto&&) {
       if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
-      const B inv(static_cast<T>(1.0 / s));
-      map<A>(y, y, n, [=](B u) SMAX_LAMBDA_INLINE { return mul_normal<A, T>(u, inv); });
+      // (1 / s < 2: the max's term, at least 0.7, is in s)
+      map<A>(y, y, n, mul_normal_by<A, T>(static_cast<T>(1.0 / s)));
     };
     const auto times_g = [&](B v, B t) SMAX_LAMBDA_INLINE { return mul_normal<A, T>(g(v), t); };
     if (!three_pass_sum<A>(x, y, n, finish, times_g)) sa_softmax_nonfinite(x, y, n, false);
