@@ -384,7 +384,10 @@ SMAX_INLINE xsimd::batch<typename float_layout<T>::int_type, A> exponent_field(x
 // a with the lanes zeroed where a * b may fall below 2^(1 - bias), the
 // smallest normal number, judged by the exponents alone (their sum is the
 // product's within one): the kernel's products of a then form no subnormal.
-// Zero and subnormal operands zero the lane; NaN and inf operands keep it.
+// Zero operands zero the lane, and so do subnormal ones on AVX-512 (getexp
+// sees their true exponent); the integer fields read a subnormal as 2^-bias,
+// so there it is kept beside |b| >= 2 (a subnormal product of a subnormal
+// input: docs/guarantees.md). NaN and inf operands keep the lane.
 //  * AVX-512: vgetexpps on both (-inf for 0), a masked move.
 //  * elsewhere: the biased exponent fields as integers, an integer select.
 // (Above: the bound raised by that many binades.)
