@@ -17,32 +17,66 @@
 namespace smax {
 namespace detail {
 
-// Sum over i of f(a[i], b[i]) in double, error independent of n.
-template <class A, class T, class F>
-double sum_of_pairs(const T* a, const T* b, std::size_t n, F&& f) noexcept {
+// What a summing pass over pairs also writes: nothing, or out[i] =
+// g(a[i], b[i]) from the same loads (pair_output; out may alias a or b),
+// so that a kernel needing a sum and a map of the same pairs reads them once.
+struct no_output {
+  template <class A, class B>
+  SMAX_INLINE void store(std::size_t, B, B) const noexcept {}
+  template <class A, class B>
+  SMAX_INLINE void store_partial(std::size_t, std::size_t, B, B) const noexcept {}
+};
+template <class T, class G>
+struct pair_output {
+  T* out;
+  G g;
+  template <class A, class B>
+  SMAX_INLINE void store(std::size_t i, B a, B b) const noexcept {
+    g(a, b).store_unaligned(out + i);
+  }
+  template <class A, class B>
+  SMAX_INLINE void store_partial(std::size_t i, std::size_t r, B a, B b) const noexcept {
+    detail::store_partial<A>(out + i, r, g(a, b));
+  }
+};
+template <class T, class G>
+pair_output<T, G> write_pairs(T* out, G g) noexcept {
+  return {out, g};
+}
+
+// Sum over i of f(a[i], b[i]) in double, error independent of n (and
+// `o`'s writes from the same loads).
+template <class A, class T, class F, class O = no_output>
+double sum_of_pairs(const T* a, const T* b, std::size_t n, F&& f, const O& o = {}) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t block = 4 * W * loop_shape<A>::block_chunks;
   compensated<A, T> total;
   std::size_t i = 0;
+  const auto at = [&](std::size_t k) SMAX_LAMBDA_INLINE {
+    const B va = B::load_unaligned(a + k), vb = B::load_unaligned(b + k);
+    o.template store<A>(k, va, vb);
+    return f(va, vb);
+  };
   while (i + 4 * W <= n) {
     B s0(T(0)), s1(T(0)), s2(T(0)), s3(T(0));
     const std::size_t end = (n - i >= block) ? i + block : i + ((n - i) / (4 * W)) * (4 * W);
     for (; i < end; i += 4 * W) {
-      s0 += f(B::load_unaligned(a + i), B::load_unaligned(b + i));
-      s1 += f(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W));
-      s2 += f(B::load_unaligned(a + i + 2 * W), B::load_unaligned(b + i + 2 * W));
-      s3 += f(B::load_unaligned(a + i + 3 * W), B::load_unaligned(b + i + 3 * W));
+      s0 += at(i);
+      s1 += at(i + W);
+      s2 += at(i + 2 * W);
+      s3 += at(i + 3 * W);
     }
     total.add((s0 + s1) + (s2 + s3));
   }
   B rest(T(0));
-  for (; i + W <= n; i += W) rest += f(B::load_unaligned(a + i), B::load_unaligned(b + i));
+  for (; i + W <= n; i += W) rest += at(i);
   if (i < n) {
     // Zero padding: f(0, 0) is 0 for the products and sums used here, and the
     // lanes are masked anyway.
-    const B v = f(load_partial<A>(a + i, n - i, T(0)), load_partial<A>(b + i, n - i, T(0)));
-    rest += xsimd::select(lane_index<A, T>() < B(static_cast<T>(n - i)), v, B(T(0)));
+    const B va = load_partial<A>(a + i, n - i, T(0)), vb = load_partial<A>(b + i, n - i, T(0));
+    o.template store_partial<A>(i, n - i, va, vb);
+    rest += xsimd::select(lane_index<A, T>() < B(static_cast<T>(n - i)), f(va, vb), B(T(0)));
   }
   total.add(rest);
   return hsum<A>(total.value());
@@ -175,32 +209,42 @@ double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
 // divided by a small range, sa_softmax_backward's P), in blocks of 256,
 // compensated; elsewhere (double, NEON) sum_of_pairs, whose lane sums can
 // still cancel to a subnormal.
-template <class A, class T, class F>
-double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f) noexcept {
+template <class A, class T, class F, class O = no_output>
+double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f, const O& o = {}) noexcept {
   if constexpr (dot_in_double_v<A, T>) {
     using B = xsimd::batch<float, A>;
     using D = xsimd::batch<double, A>;
     constexpr std::size_t W = B::size, block = 256;
     neumaier_sum total;
     std::size_t i = 0;
+    const auto at = [&](std::size_t k) SMAX_LAMBDA_INLINE {
+      const B va = B::load_unaligned(a + k), vb = B::load_unaligned(b + k);
+      o.template store<A>(k, va, vb);
+      return f(va, vb);
+    };
     while (i < n) {
       // Two vectors per step into four double accumulators (one pair of
       // chains made the pass bound by the adds' latency).
       D s0(0.0), s1(0.0), s2(0.0), s3(0.0), lo, hi;
       const std::size_t end = i + std::min(block, n - i);
       for (; i + 2 * W <= end; i += 2 * W) {
-        widen_halves<A>(f(B::load_unaligned(a + i), B::load_unaligned(b + i)), lo, hi);
+        widen_halves<A>(at(i), lo, hi);
         s0 += lo;
         s1 += hi;
-        widen_halves<A>(f(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W)), lo, hi);
+        widen_halves<A>(at(i + W), lo, hi);
         s2 += lo;
         s3 += hi;
       }
       for (; i < end; i += W) {
         const std::size_t r = std::min(W, end - i);
-        const B v = r == W ? f(B::load_unaligned(a + i), B::load_unaligned(b + i))
-                           : xsimd::select(lane_index<A, float>() < B(static_cast<float>(r)),
-                                           f(load_partial<A>(a + i, r, 0.0f), load_partial<A>(b + i, r, 0.0f)), B(0.0f));
+        B v;
+        if (r == W) {
+          v = at(i);
+        } else {
+          const B va = load_partial<A>(a + i, r, 0.0f), vb = load_partial<A>(b + i, r, 0.0f);
+          o.template store_partial<A>(i, r, va, vb);
+          v = xsimd::select(lane_index<A, float>() < B(static_cast<float>(r)), f(va, vb), B(0.0f));
+        }
         widen_halves<A>(v, lo, hi);
         s0 += lo;
         s1 += hi;
@@ -209,7 +253,7 @@ double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f) noexcep
     }
     return total.value();
   } else {
-    return sum_of_pairs<A>(a, b, n, f);
+    return sum_of_pairs<A>(a, b, n, f, o);
   }
 }
 

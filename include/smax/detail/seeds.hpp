@@ -232,6 +232,24 @@ void sa_softmax_nonfinite(const T* x, T* y, std::size_t n, bool normalized) noex
   for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] == inf) ? share : T(0);
 }
 
+// two_pass_sum over x; normalized, it also takes lo = min(min x, 0) and
+// hi = max(max x, 0) on the way (else both 0). Its result as two_pass_sum's:
+// true means a finite max and no NaN.
+template <class A, class T>
+bool sa_two_pass_sum(const T* x, std::size_t n, bool normalized, double& s, T& Emax, T& lo, T& hi) noexcept {
+  using B = xsimd::batch<T, A>;
+  B mn(T(0)), mx(T(0));
+  const auto track = [&](B v) {
+    mn = xsimd::min(mn, v);
+    mx = xsimd::max(mx, v);
+    return v;
+  };
+  const bool ok = normalized ? two_pass_sum<A>(x, n, s, Emax, track) : two_pass_sum<A>(x, n, s, Emax);
+  lo = -hmax<A>(-mn);
+  hi = hmax<A>(mx);
+  return ok;
+}
+
 template <class A, class T>
 void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   using B = xsimd::batch<T, A>;
@@ -253,16 +271,9 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   }
   // Two reads: two_pass_sum (also taking min and max), then the fused write.
   // (Out of cache, and the normalized form: the same path in place or not.)
-  B mn(T(0)), mx(T(0));
-  const auto track = [&](B v) {
-    mn = xsimd::min(mn, v);
-    mx = xsimd::max(mx, v);
-    return v;
-  };
   double s;
-  T Emax;
-  const bool ok = normalized ? two_pass_sum<A>(x, n, s, Emax, track) : two_pass_sum<A>(x, n, s, Emax);
-  T lo = -hmax<A>(-mn), hi = hmax<A>(mx);
+  T Emax, lo, hi;
+  const bool ok = sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi);
   const auto write = [&](auto&& term) {
     const sa_factor<A, T> g(normalized, lo, hi);
     map<A, staged>(x, y, n, [=](B v) { return mul_normal<A, T>(g(v), term(v)); });
@@ -285,17 +296,25 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   constexpr T nan = std::numeric_limits<T>::quiet_NaN();
-  const T m = reduce_max<A>(x, n);
-  if (m != m) return fill(dx, n, nan);
-  if (!is_finite(m)) {  // +inf somewhere (y holds +inf: no dot), or all -inf
-    for (std::size_t i = 0; i < n; ++i)
-      if (dy[i] != dy[i]) return fill(dx, n, nan);
-    return fill(dx, n, T(0));
+  // The softmax sum first, with lo and hi: a sum it accepts means a finite
+  // max and no NaN, so the max and min passes are needed only where it
+  // declines.
+  double s;
+  T Emax, lo, hi;
+  const bool ok = sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi);
+  T m = T(0);
+  if (!ok) {
+    m = reduce_max<A>(x, n);
+    if (m != m) return fill(dx, n, nan);
+    if (!is_finite(m)) {  // +inf somewhere (y holds +inf: no dot), or all -inf
+      for (std::size_t i = 0; i < n; ++i)
+        if (dy[i] != dy[i]) return fill(dx, n, nan);
+      return fill(dx, n, T(0));
+    }
+    if (normalized) min_max0<A>(x, n, lo, hi);
   }
   const double D = dot_normal<A>(y, dy, n);  // (no subnormal product or lane sum)
   if (!(D == D)) return fill(dx, n, nan);
-  T lo = 0, hi = 0;
-  if (normalized) min_max0<A>(x, n, lo, hi);
   const sa_factor<A, T> g(normalized, lo, hi);
   // The entries lo and hi are (first occurrences), before dx overwrites x.
   std::size_t imin = n, imax = n;
@@ -306,17 +325,19 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
   const B Dv(finite_mean<T>(D)), slope(g.slope());
   double P = 0;
   const auto run = [&](auto&& term) {
-    if (normalized)
-      P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); });
-    map_pairs<A>(x, dy, dx, n, [=](B v, B d) {
+    const auto gradient = [=](B v, B d) {
       const B gv = g(v);
       const B a = normalized ? xsimd::fms(d, slope + gv, Dv) : xsimd::fms(d, gv + B(T(1)), Dv);
       return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
-    });
+    };
+    // (normalized: P = sum dy p in the pass that writes dx, from the same loads)
+    if (normalized)
+      P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); },
+                                 write_pairs(dx, gradient));
+    else
+      map_pairs<A>(x, dy, dx, n, gradient);
   };
-  double s;
-  T Emax;
-  if (two_pass_sum<A>(x, n, s, Emax))
+  if (ok)
     run(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
   else if (!with_softmax_term<A>(x, n, m, run))
     return fill(dx, n, nan);
