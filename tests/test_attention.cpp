@@ -421,11 +421,22 @@ TEMPLATE_TEST_CASE("batched attention: heads, broadcast mask, causal, lengths, A
 // (prefetches into the next row, and on AMD the touch of a causal row's
 // unread tail: loops.hpp): each row still the single-vector call's bits.
 // (Prefetches cannot change a result, and off AMD the touch does not run:
-// this checks the rows_ahead paths' arithmetic and addressing.)
+// this checks the rows_ahead paths' arithmetic and addressing.) Where the
+// size-scaled tests run that large, the batch's output is
+// recompute_masked_min_bytes: with the mask, on a CPU where
+// recompute_masked_pays, the rows form z again in pass 2 where the single
+// rows store it.
 TEMPLATE_TEST_CASE("batched attention: large dense batches give each row's single-vector result",
                    "[attention][batched]", float, double) {
   using T = TestType;
-  const std::size_t heads = 2, queries = 128, cols = 1024, rows = heads * queries;
+  constexpr std::size_t heads = 2, cols = 1024;
+  static_assert(heads * 512 * cols * sizeof(float) == smax::detail::recompute_masked_min_bytes,
+                "512 queries make the float batch the recompute threshold");
+  // (128: 1 MiB of float, the least rows_ahead takes; offsets below need
+  // queries <= cols / 2)
+  const std::size_t queries = heads * 512 * cols <= smax_test::max_n() ? 512 : 128;
+  const std::size_t rows = heads * queries;
+  INFO("queries " << queries);
   const auto x = normal<T>(rows * cols, 3.0, 5);
   const auto dy = normal<T>(rows * cols, 1.0, 6);
   const auto mask = make_mask<T>(queries * cols, 13);
@@ -438,7 +449,7 @@ TEMPLATE_TEST_CASE("batched attention: large dense batches give each row's singl
       smax::attention_options<T> o;
       o.scale = T(0.125);
       o.heads = heads;
-      // causal rows end up to 127 short of their end (the tail touched); or
+      // causal rows end up to queries - 1 short of their end (the tail touched); or
       // read at most half (the tail touched only where it is exactly half);
       // with a mask; with a soft-cap (the backward reads x too).
       const std::ptrdiff_t offsets[] = {std::ptrdiff_t(cols - queries), std::ptrdiff_t(cols / 2 - queries),

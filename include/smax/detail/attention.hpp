@@ -14,7 +14,8 @@
 // so x and the mask are read once, and y written once from memory's point of
 // view for a row that stays in L2 (attention rows: a few thousand entries).
 // Pass 1 is loops.hpp's transform_max, passes 2 and 3 its sum_map and map
-// on y. No subnormal is formed: pass 2's exp is normal_exp (losses.hpp),
+// on y. Without a soft-cap, pass 1 may store nothing and pass 2 form z
+// again from x (and the mask): softmax_opts says where. No subnormal is formed: pass 2's exp is normal_exp (losses.hpp),
 // pass 3 selects 0 where the product would fall below the smallest normal T.
 #pragma once
 
@@ -143,20 +144,41 @@ T transform_max(const T* x, T* y, std::size_t n, const softmax_options<T>& o) no
              : transform_max<A, T, false>(x, o.mask, y, n, score_transform<A, T, false, false>(o));
 }
 
+// The output, in bytes, from which softmax with a mask forms z again in
+// pass 2 (reading x and the mask twice) rather than storing it in pass 1:
+// below it, pass 1's stores find y's lines in cache and are cheaper than
+// the second read (docs/tuning.md, "Attention passes").
+constexpr std::size_t recompute_masked_min_bytes = std::size_t(4) << 20;
+// Where that was measured to pay: AVX-512 on Zen 4 (family 0x19). AVX2
+// there gained 0-10% or lost 7% from run to run, SSE2 lost 7% (its exps
+// dominate); on Zen 5 an earlier form of it (the mask read through an
+// index) gained nothing; not measured on Intel.
+template <class A>
+bool recompute_masked_pays() noexcept {
+  return is_x86_avx512_v<A> && cpu().amd && cpu().family == 0x19;
+}
+
 // softmax / log_softmax with options (arguments checked by the caller).
+// batch_bytes: the output of the whole batch this row belongs to (0: the
+// row alone).
 template <class A, class T>
-void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, bool log) noexcept {
+void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, bool log,
+                  std::size_t batch_bytes = 0) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr T inf = std::numeric_limits<T>::infinity();
   constexpr T nan = std::numeric_limits<T>::quiet_NaN();
   if (n == 0) return;
   const std::size_t len = std::min(n, o.length);
   const T masked = log ? -inf : T(0);
-  // Without a soft-cap or a mask, z = scale x is formed again where it is
-  // needed rather than stored by pass 1 and read back: pass 1 then only
-  // reads, as plain softmax's max pass does (docs/tuning.md, "Attention
-  // passes"). The same z, sums and outputs either way.
-  const bool recompute = !(o.softcap > 0) && !o.mask;
+  // Without a soft-cap, z = scale x is formed again where it is needed
+  // rather than stored by pass 1 and read back: pass 1 then only reads, as
+  // plain softmax's max pass does (docs/tuning.md, "Attention passes").
+  // With a mask too where the output is large and that pays (pass 2 then
+  // reads x and the mask row again); the log form with a mask stores z. The
+  // same z, sums and outputs either way.
+  const bool recompute =
+      !(o.softcap > 0) && (!o.mask || (!log && std::max(batch_bytes, n * sizeof(T)) >= recompute_masked_min_bytes &&
+                                       recompute_masked_pays<A>()));
   const T m = transform_max<A>(x, recompute ? static_cast<T*>(nullptr) : y, len, o);
   touch_gap(x, len, n);
   if (o.mask) touch_gap(o.mask, len, n);
@@ -177,7 +199,11 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
   double s, shift;
   T* const terms = log ? static_cast<T*>(nullptr) : y;
   const auto pass2 = [&](auto&& e) {
-    if (recompute) {
+    if (recompute && o.mask) {
+      // (the scores formed in the loads, from x and the mask row)
+      const auto z = pair_source(x, o.mask, score_transform<A, T, true, false>(o));
+      s = sum_map<A>(z, terms, len, [=](B v) SMAX_LAMBDA_INLINE { return e(opaque<A, T>(v)); });
+    } else if (recompute) {
       // (opaque: z rounded as the stored one was, not contracted into the
       // exp's subtraction of M)
       const score_transform<A, T, false, false> z(o);
@@ -202,7 +228,7 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
   if (log) {
     // log sum e^(z - M) >= 0: M is a z or the sink, whose term is 1.
     const B Mb(M), lb(static_cast<T>(std::max(std::log(s) + shift - static_cast<double>(M), 0.0)));
-    if (recompute) {
+    if (recompute) {  // (never with a mask in the log form: z is x scale here)
       const score_transform<A, T, false, false> z(o);
       map<A>(x, y, len, [=](B v) SMAX_LAMBDA_INLINE { return (opaque<A, T>(z(v, B(T(0)))) - Mb) - lb; });
     } else {
@@ -332,9 +358,10 @@ softmax_options<T> row_options(const attention_options<T>& o, std::size_t rows, 
 template <class A, class T>
 void softmax_attention_rows(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex,
                             bool log) {
+  const std::size_t bytes = y.rows * y.cols * sizeof(T);
   for_each_row_index(
       x.rows, x.cols, default_executor(ex),
-      [&](std::size_t r) { softmax_opts<A>(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r), log); },
+      [&](std::size_t r) { softmax_opts<A>(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r), log, bytes); },
       o.mask.data ? rows_ahead_pays(x, o.mask) : rows_ahead_pays(x));  // (the mask read beside x: dense too)
 }
 

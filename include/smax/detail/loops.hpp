@@ -320,6 +320,45 @@ SMAX_INLINE void prefetch_as(const S* p) noexcept {
   }
 }
 
+// A source whose element i is f(a[i], b[i]), read through load_as and its
+// kin as an array is: a pass can then form its values from two inputs in
+// its loads (the attention scores, from x and the mask row). A partial
+// load's padding lanes hold f(fill, fill), not fill: for passes that mask
+// the padding (sum_map), not for those that rely on its value.
+template <class T, class F>
+struct paired_source {
+  const T* a;
+  const T* b;
+  F f;
+  paired_source operator+(std::size_t i) const noexcept { return {a + i, b + i, f}; }
+};
+template <class T, class F>
+paired_source<T, F> pair_source(const T* a, const T* b, F f) noexcept {
+  return {a, b, f};
+}
+template <class A, class T, class S, class F>
+SMAX_INLINE xsimd::batch<T, A> load_as(const paired_source<S, F>& p) noexcept {
+  return p.f(load_as<A, T>(p.a), load_as<A, T>(p.b));
+}
+template <class A, class T, class S, class F>
+SMAX_INLINE xsimd::batch<T, A> load_as_partial(const paired_source<S, F>& p, std::size_t rem, T fill) noexcept {
+  return p.f(load_as_partial<A, T>(p.a, rem, fill), load_as_partial<A, T>(p.b, rem, fill));
+}
+template <class A, std::size_t U, class T, class S, class F>
+SMAX_INLINE void prefetch_as(const paired_source<S, F>& p) noexcept {
+  prefetch_as<A, U, T>(p.a);
+  prefetch_as<A, U, T>(p.b);
+}
+// The bytes a source reads per element.
+template <class S>
+constexpr std::size_t source_bytes(const S*) noexcept {
+  return sizeof(S);
+}
+template <class S, class F>
+constexpr std::size_t source_bytes(const paired_source<S, F>&) noexcept {
+  return 2 * sizeof(S);
+}
+
 // Writes only p[0 .. rem-1].
 template <class A, class T>
 SMAX_INLINE void store_partial(T* p, std::size_t rem, xsimd::batch<T, A> v) noexcept {
@@ -693,8 +732,8 @@ enum class sink { ordinary, stream_aligned, stream_writer };
 // The body of sum_map on x[0..n-1]: the values go to y with ordinary
 // stores, with streaming stores (y vector-aligned), or through a
 // stream_writer (in order). Adds into total.
-template <class A, sink S, class T, class Src, class F, class Keep>
-SMAX_INLINE void run(const Src* x, T* y, std::size_t n, F& f, Keep& keep, compensated<A, T>& total,
+template <class A, sink S, class T, class X, class F, class Keep>
+SMAX_INLINE void run(X x, T* y, std::size_t n, F& f, Keep& keep, compensated<A, T>& total,
                      std::size_t head) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
@@ -720,7 +759,7 @@ SMAX_INLINE void run(const Src* x, T* y, std::size_t n, F& f, Keep& keep, compen
       e.store_unaligned(y + i);
   };
   std::size_t i = 0;
-  const bool far = n * sizeof(Src) >= prefetch_min_bytes;
+  const bool far = n * source_bytes(x) >= prefetch_min_bytes;
   while (i + U * W <= n) {
     B acc[U];
 #pragma GCC unroll 16
@@ -785,9 +824,9 @@ struct store_term {
 // after its own load, so y may be x (the reload variant; streaming stores
 // when the output is large, see stream_min_bytes). Tail lanes are masked out
 // of the sum, so f may return anything for the padding. x may be 16-bit (T
-// float).
-template <class A, class T, class Src, class F, class Keep = store_term>
-SMAX_FLATTEN double sum_map(const Src* x, T* y, std::size_t n, F&& f_arg, Keep&& keep_arg = Keep{}) noexcept {
+// float), or a paired_source.
+template <class A, class T, class X, class F, class Keep = store_term>
+SMAX_FLATTEN double sum_map(X x, T* y, std::size_t n, F&& f_arg, Keep&& keep_arg = Keep{}) noexcept {
   local_copy_t<F> f(f_arg);
   local_copy_t<Keep> keep(keep_arg);
   static_assert((loop_shape<A>::unroll & (loop_shape<A>::unroll - 1)) == 0, "unroll must be a power of two");
