@@ -129,14 +129,22 @@ void check_attention_backward(smax_fuzz::stream& in, const std::vector<T>& x, co
   bool ordinary = true;
   ld dot = 0, mag = 0, tiny = 0;
   const ld min = std::numeric_limits<T>::min();
+  // Products the dot may drop, as fuzz_backward counts them: below
+  // 2^digits min (mul_summable, where the sum runs in T lanes: double,
+  // NEON's float; backward.hpp dot_normal), each with one subnormal step;
+  // and a dot below 2 min is taken as 0 (normal_or_zero). (The check had
+  // 4 min: found with SMAX_FUZZ_SEED=2, double, y_5 = 1, y_5 dy_5 = 2^-1005
+  // dropped, dx_5 = dy_5.)
+  const ld tiny_term = std::ldexp(min, std::numeric_limits<T>::digits);
   for (std::size_t i = 0; i < n; ++i) {
     if (y[i] == T(0) && dx[i] != T(0)) smax_fuzz::fail("softmax_backward(options): y = 0 must give dx = 0");
     ordinary &= std::fabs(ld(dy[i])) <= 0x1p21L && y[i] == y[i];
     const ld p = ld(y[i]) * dy[i];
     dot += p;
     mag += std::fabs(p);
-    if (std::fabs(p) < 4 * min) tiny += std::fabs(p);  // products the kernel may drop (kept normal)
+    if (p != 0 && std::fabs(p) < tiny_term) tiny += std::fabs(p) + std::numeric_limits<T>::denorm_min();
   }
+  if (std::fabs(dot) < 2 * min) tiny += min;
   if (!ordinary || !(std::fabs(ld(o.scale)) <= 0x1p40L)) return;
   const ld flat = sizeof(T) == 4 ? 2e-6L : 1e-14L;
   const ld sc = std::fabs(ld(o.scale));
