@@ -15,8 +15,9 @@
 // view for a row that stays in L2 (attention rows: a few thousand entries).
 // Pass 1 is loops.hpp's transform_max, passes 2 and 3 its sum_map and map
 // on y. Without a soft-cap, pass 1 may store nothing and pass 2 form z
-// again from x (and the mask): softmax_opts says where. No subnormal is formed: pass 2's exp is normal_exp (losses.hpp),
-// pass 3 selects 0 where the product would fall below the smallest normal T.
+// again from x (and the mask): softmax_opts says where. No subnormal is
+// formed: pass 2's exp is normal_exp (losses.hpp), pass 3 selects 0 where
+// the product would fall below the smallest normal T.
 #pragma once
 
 #include <algorithm>
