@@ -156,7 +156,7 @@ constexpr std::size_t recompute_masked_min_bytes = std::size_t(4) << 20;
 // index) gained nothing; not measured on Intel.
 template <class A>
 bool recompute_masked_pays() noexcept {
-  return is_x86_avx512_v<A> && cpu().amd && cpu().family == 0x19;
+  return is_x86_avx512_v<A> && avx512_on_256bit_units();
 }
 
 // softmax / log_softmax with options (arguments checked by the caller).
