@@ -500,9 +500,9 @@ struct scale_normal {
 };
 
 // mul_normal<A, T>(a, c) for a constant c in (0, 2) and an a that is
-// normal, zero, infinite or NaN: the same lanes kept (|a| >= 2^(1 - bias - ilogb c), as
-// the exponents judge it), the same bits, with one compare instead of the
-// exponent fields' integer arithmetic. For the normalizing pass over signed
+// normal, zero, infinite or NaN: the same lanes kept (|a| >= 2^(1 - bias -
+// ilogb c), as the exponents judge it), the same bits, with one compare
+// instead of the exponent fields' integer arithmetic. For the normalizing pass over signed
 // terms (docs/tuning.md, "Signed normalizing pass").
 template <class A, class T>
 struct mul_normal_by {
