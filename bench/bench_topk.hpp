@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include <smax/detail/sampling.hpp>
+#include <smax/types.hpp>
 #include <smax/detail/topk.hpp>
 
 #include "common.hpp"

@@ -19,7 +19,8 @@
 #include "detail/config.hpp"
 #include "detail/half.hpp"
 #include "detail/half_family.hpp"
-#include "detail/sampling.hpp"
+#include "detail/arguments.hpp"
+#include "parameters.hpp"
 
 namespace smax {
 namespace dynamic {

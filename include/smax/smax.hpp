@@ -32,6 +32,7 @@
 
 #include <stdexcept>
 
+#include "parameters.hpp"
 #include "types.hpp"
 #include "detail/attention.hpp"
 #include "detail/backward.hpp"

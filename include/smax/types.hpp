@@ -213,4 +213,13 @@ struct multimax_params {
   double ts[4] = {0, 0, 0, 0};
 };
 
+// The parameters of smax::sample. temperature 0: argmax; top_k 0: keep
+// all; top_p 1 and min_p 0: no cut.
+struct sampling {
+  float temperature = 1;
+  std::size_t top_k = 0;
+  float top_p = 1;
+  float min_p = 0;
+};
+
 }  // namespace smax

@@ -16,7 +16,7 @@
 // Pass 1 is loops.hpp's transform_max, passes 2 and 3 its sum_map and map
 // on y. Without a soft-cap, pass 1 may store nothing and pass 2 form z
 // again from x (and the mask): softmax_opts says where. No subnormal is
-// formed: pass 2's exp is normal_exp (losses.hpp), pass 3 selects 0 where
+// formed: pass 2's exp is normal_exp (exp.hpp), pass 3 selects 0 where
 // the product would fall below the smallest normal T.
 #pragma once
 
@@ -27,26 +27,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "../parameters.hpp"
 #include "../types.hpp"
 #include "backward.hpp"
 #include "batched.hpp"
 #include "half.hpp"
 #include "log.hpp"
-#include "losses.hpp"
 #include "softmax.hpp"
 
 namespace smax {
-
-// ggml's ALiBi slope of head h of n_head given max_bias: with
-// p = 2^floor(log2 n_head), m0 = 2^(-max_bias / p), m1 = 2^(-max_bias / 2 / p),
-// slope = m0^(h + 1) for h < p, else m1^(2 (h - p) + 1).
-inline double alibi_slope(std::size_t h, std::size_t n_head, double max_bias) noexcept {
-  std::size_t p = 1;
-  while (p * 2 <= n_head) p *= 2;
-  const double m0 = std::exp2(-max_bias / static_cast<double>(p));
-  const double m1 = std::exp2(-max_bias / 2.0 / static_cast<double>(p));
-  return h < p ? std::pow(m0, static_cast<double>(h + 1)) : std::pow(m1, static_cast<double>(2 * (h - p) + 1));
-}
 
 namespace detail {
 

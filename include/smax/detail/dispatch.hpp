@@ -12,7 +12,6 @@
 #include "batched.hpp"
 #include "attention.hpp"
 #include "losses.hpp"
-#include "sampling.hpp"
 #include "half.hpp"
 
 // X(name, parameter list, argument list) for element type T.

@@ -10,7 +10,7 @@
 //
 // Results are double. No kernel here forms a subnormal: every exp is taken
 // on an argument clamped where its (scaled) term would fall below the
-// smallest normal T, and selected to exactly 0 there (normal_exp below).
+// smallest normal T, and selected to exactly 0 there (normal_exp, exp.hpp).
 #pragma once
 
 #include <cmath>
@@ -28,29 +28,6 @@
 namespace smax {
 
 namespace detail {
-
-// s e^v 2^-E with every non-zero result a normal T: v is clamped at
-// lo = (E - bias + 3) ln2 (rounded up), where e^v 2^-E >= 2^-bias+2 * 0.7,
-// and the result is exactly 0 for v < lo (NaN stays NaN). Needs s in
-// [0.5, 2^28] (so s e^lo 2^-E stays normal and the scaled polynomial's
-// coefficients too), |E| and lo within the range exp_ref reduces exactly
-// (callers keep |E ln2| <= split_limit + a few hundred), and v <= (E + 17) ln2.
-template <class A, class T>
-struct normal_exp {
-  using B = xsimd::batch<T, A>;
-  using C = exp_constants<T>;
-  B lo;
-  exp_ref<A, T> e;
-  static T floor_of(T E) noexcept {
-    const double min_k = std::numeric_limits<T>::min_exponent - 1;  // -126 (float)
-    const double lo_d = (static_cast<double>(E) + min_k + 2) * 0.6931471805599453;
-    T l = static_cast<T>(lo_d);
-    if (static_cast<double>(l) < lo_d) l = std::nextafter(l, std::numeric_limits<T>::infinity());
-    return l;
-  }
-  normal_exp(T E, T s) noexcept : lo(floor_of(E)), e(floor_of(E), E, s) {}
-  SMAX_INLINE B operator()(B v) const noexcept { return xsimd::select(v < lo, B(T(0)), e(v)); }
-};
 
 // log(sum e^x) by max, then sum of e^(x - m): for what two_pass_sum does not
 // accept (NaN, +-inf, extreme magnitudes, all -inf). A second read of x.

@@ -24,11 +24,10 @@
 #include <cmath>
 #include <limits>
 
-#include "backward.hpp"
 #include "exp.hpp"
 #include "loops.hpp"
+#include "pair_loops.hpp"
 #include "softmax.hpp"
-#include "ssmax.hpp"
 
 namespace smax {
 namespace detail {

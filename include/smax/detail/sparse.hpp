@@ -36,9 +36,9 @@
 #include <limits>
 #include <memory>
 
-#include "backward.hpp"
 #include "exp.hpp"
 #include "loops.hpp"
+#include "pair_loops.hpp"
 #include "softmax.hpp"
 
 namespace smax {

@@ -19,9 +19,9 @@
 #include <cmath>
 #include <limits>
 
-#include "backward.hpp"
 #include "log.hpp"
 #include "loops.hpp"
+#include "pair_loops.hpp"
 #include "softmax.hpp"
 
 namespace smax {

@@ -29,7 +29,7 @@
 //  * top_k = 0, top_p = 1: no order is needed: the kept set is w >= min_p;
 //    one exp pass for its mass, and a second, by blocks, until the draw's
 //    point is passed.
-// The draw: u in (0, 1) from Philox4x32-10 (gumbel.hpp's generator and key
+// The draw: u in (0, 1) from Philox4x32-10 (philox.hpp's generator and key
 // schedule, see sample_uniform), then the first kept entry whose running
 // mass passes u times the kept mass, walking the kept set sorted where it
 // was selected, by index otherwise. No step depends on a thread count.
@@ -41,10 +41,10 @@
 #include <limits>
 #include <vector>
 
+#include "arguments.hpp"
 #include "exp.hpp"
-#include "gumbel.hpp"
 #include "loops.hpp"
-#include "sampling.hpp"
+#include "philox.hpp"
 #include "softmax.hpp"
 
 namespace smax {
@@ -206,19 +206,6 @@ void topk_softmax(const T* x, std::size_t n, std::size_t k, T* probs, std::uint3
     const shifted_exp<A, T, false> ex(m);
     const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, ex);
     map<A>(probs, probs, k, scaled_shifted_exp<A, T, false>(ex, static_cast<T>(1.0 / s)));
-  }
-}
-
-// Philox4x32-10 on one counter, scalar: the same rounds as gumbel.hpp's
-// philox10 (tests/test_topk.cpp checks the Random123 known answers).
-inline void philox_scalar(std::uint32_t (&c)[4], const philox_key& key) noexcept {
-  for (int r = 0; r < 10; ++r) {
-    const std::uint64_t p0 = std::uint64_t(philox_m0) * c[0], p1 = std::uint64_t(philox_m1) * c[2];
-    const std::uint32_t c1 = c[1], c3 = c[3];
-    c[0] = static_cast<std::uint32_t>(p1 >> 32) ^ c1 ^ key.k0[r];
-    c[1] = static_cast<std::uint32_t>(p1);
-    c[2] = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ key.k1[r];
-    c[3] = static_cast<std::uint32_t>(p0);
   }
 }
 
