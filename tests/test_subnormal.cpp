@@ -17,7 +17,7 @@
 #include <functional>
 
 #include "common.hpp"
-#include "registry.hpp"
+#include "family.hpp"
 
 #if defined(__SSE2__)
 #include <pmmintrin.h>
@@ -114,153 +114,6 @@ std::vector<T> wide_logits(std::size_t n, int kind, std::uint64_t seed) {
 }
 
 template <class T>
-using kernel_fn = std::function<void(const std::vector<T>& x, const std::vector<T>& y, const std::vector<T>& dy,
-                                     std::vector<T>& out)>;
-
-template <class T>
-std::vector<std::pair<std::string, kernel_fn<T>>> kernels() {
-  namespace d = smax::dynamic;
-  using V = std::vector<T>;
-  std::vector<std::pair<std::string, kernel_fn<T>>> k;
-  for (algorithm a : smax_test::algorithms())
-    k.emplace_back(std::string("softmax/") + smax_test::algorithm_name(a),
-                   [a](const V& x, const V&, const V&, V& o) { d::softmax(x.data(), o.data(), x.size(), a); });
-  k.emplace_back("log_softmax", [](const V& x, const V&, const V&, V& o) { d::log_softmax(x.data(), o.data(), x.size()); });
-  k.emplace_back("softmax_backward",
-                 [](const V&, const V& y, const V& dy, V& o) { d::softmax_backward(y.data(), dy.data(), o.data(), y.size()); });
-  k.emplace_back("log_softmax_backward", [](const V& x, const V&, const V& dy, V& o) {
-    V ly(x.size());
-    d::log_softmax(x.data(), ly.data(), x.size());
-    d::log_softmax_backward(ly.data(), dy.data(), o.data(), x.size());
-  });
-  k.emplace_back("sparsemax", [](const V& x, const V&, const V&, V& o) { d::sparsemax(x.data(), o.data(), x.size()); });
-  k.emplace_back("sparsemax_backward", [](const V& x, const V&, const V& dy, V& o) {
-    V e(x.size());
-    d::sparsemax(x.data(), e.data(), x.size());
-    d::sparsemax_backward(e.data(), dy.data(), o.data(), x.size());
-  });
-  k.emplace_back("entmax15", [](const V& x, const V&, const V&, V& o) { d::entmax15(x.data(), o.data(), x.size()); });
-  k.emplace_back("entmax_bisect(1.25)",
-                 [](const V& x, const V&, const V&, V& o) { d::entmax_bisect(x.data(), o.data(), x.size(), T(1.25)); });
-  k.emplace_back("entmax_backward", [](const V& x, const V&, const V& dy, V& o) {
-    V e(x.size());
-    d::entmax15(x.data(), e.data(), x.size());
-    d::entmax_backward(e.data(), dy.data(), o.data(), x.size(), T(1.5));
-  });
-  k.emplace_back("stablemax", [](const V& x, const V&, const V&, V& o) { d::stablemax(x.data(), o.data(), x.size()); });
-  k.emplace_back("log_stablemax",
-                 [](const V& x, const V&, const V&, V& o) { d::log_stablemax(x.data(), o.data(), x.size()); });
-  k.emplace_back("stablemax_backward", [](const V& x, const V&, const V& dy, V& o) {
-    d::stablemax_backward(x.data(), dy.data(), o.data(), x.size());
-  });
-  k.emplace_back("softpick", [](const V& x, const V&, const V&, V& o) { d::softpick(x.data(), o.data(), x.size()); });
-  k.emplace_back("softpick_backward", [](const V& x, const V&, const V& dy, V& o) {
-    V p(x.size());
-    d::softpick(x.data(), p.data(), x.size());
-    d::softpick_backward(x.data(), p.data(), dy.data(), o.data(), x.size());
-  });
-  k.emplace_back("ssmax", [](const V& x, const V&, const V&, V& o) { d::ssmax(x.data(), o.data(), x.size(), T(0.3)); });
-  k.emplace_back("gumbel_softmax",
-                 [](const V& x, const V&, const V&, V& o) { d::gumbel_softmax(x.data(), o.data(), x.size(), T(0.5), 11); });
-  k.emplace_back("gumbel_noise", [](const V& x, const V&, const V&, V& o) { d::gumbel_noise(o.data(), x.size(), 11, 3); });
-  // Attention options and losses (attention.hpp, losses.hpp): the scalar
-  // results go to o[0].
-  const auto opts = [](const V& x) {
-    smax::softmax_options<T> so;
-    so.scale = T(0.7);
-    so.softcap = T(60);
-    so.length = x.size() - 3;
-    so.sink = T(1.5);
-    return so;
-  };
-  k.emplace_back("softmax(options)", [opts](const V& x, const V&, const V&, V& o) {
-    d::softmax(x.data(), o.data(), x.size(), opts(x));
-  });
-  // (no sink: the sum can be below 1, the normalizing cut with it)
-  k.emplace_back("softmax(length)", [](const V& x, const V&, const V&, V& o) {
-    smax::softmax_options<T> so;
-    so.length = x.size() - 1;
-    d::softmax(x.data(), o.data(), x.size(), so);
-  });
-  k.emplace_back("log_softmax(options)", [opts](const V& x, const V&, const V&, V& o) {
-    d::log_softmax(x.data(), o.data(), x.size(), opts(x));
-  });
-  k.emplace_back("softmax_backward(options)", [opts](const V& x, const V&, const V& dy, V& o) {
-    V p(x.size());
-    d::softmax(x.data(), p.data(), x.size(), opts(x));
-    d::softmax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), opts(x));
-  });
-  k.emplace_back("logsumexp", [](const V& x, const V&, const V&, V& o) {
-    std::fill(o.begin(), o.end(), T(0));
-    o[0] = static_cast<T>(d::logsumexp(x.data(), x.size()));
-  });
-  k.emplace_back("cross_entropy", [](const V& x, const V&, const V&, V& o) {
-    std::fill(o.begin(), o.end(), T(0));
-    o[0] = static_cast<T>(d::cross_entropy(x.data(), x.size(), x.size() / 3, 0.1f));
-  });
-  k.emplace_back("cross_entropy_backward", [](const V& x, const V&, const V&, V& o) {
-    d::cross_entropy_backward(x.data(), x.size(), x.size() / 3, 0.5, o.data(), 0.1f);
-  });
-  k.emplace_back("topk_softmax(64)", [](const V& x, const V&, const V&, V& o) {
-    std::fill(o.begin(), o.end(), T(0));
-    std::vector<std::uint32_t> idx(64);
-    d::topk_softmax(x.data(), x.size(), 64, o.data(), idx.data());
-    for (std::size_t i = 0; i < 64; ++i) o[64 + i] = static_cast<T>(idx[i]);
-  });
-  k.emplace_back("sample", [](const V& x, const V&, const V&, V& o) {
-    std::fill(o.begin(), o.end(), T(0));
-    smax::sampling s;
-    for (std::uint64_t i = 0; i < 8; ++i) o[i] = static_cast<T>(d::sample(x.data(), x.size(), s, 5, i));
-  });
-  // The seeds' other members (seeds.hpp).
-  k.emplace_back("sigmoid_attention", [](const V& x, const V&, const V&, V& o) {
-    d::sigmoid_attention(x.data(), o.data(), x.size(), T(-8));
-  });
-  k.emplace_back("sigmoid_attention_backward", [](const V& x, const V&, const V& dy, V& o) {
-    V p(x.size());
-    d::sigmoid_attention(x.data(), p.data(), x.size(), T(-8));
-    d::sigmoid_attention_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), T(-8));
-  });
-  for (bool norm : {false, true}) {
-    k.emplace_back(norm ? "sa_softmax(normalized)" : "sa_softmax", [norm](const V& x, const V&, const V&, V& o) {
-      d::sa_softmax(x.data(), o.data(), x.size(), norm);
-    });
-    k.emplace_back(norm ? "sa_softmax_backward(normalized)" : "sa_softmax_backward",
-                   [norm](const V& x, const V&, const V& dy, V& o) {
-                     V p(x.size());
-                     d::sa_softmax(x.data(), p.data(), x.size(), norm);
-                     d::sa_softmax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), norm);
-                   });
-  }
-  const smax::multimax_params mm = smax_test::some_multimax_params();
-  k.emplace_back("multimax", [mm](const V& x, const V&, const V&, V& o) {
-    d::multimax(x.data(), o.data(), x.size(), mm);
-  });
-  k.emplace_back("multimax_backward", [mm](const V& x, const V&, const V& dy, V& o) {
-    V p(x.size());
-    d::multimax(x.data(), p.data(), x.size(), mm);
-    d::multimax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), mm);
-  });
-  k.emplace_back("asentmax(1.5)", [](const V& x, const V&, const V&, V& o) {
-    d::asentmax(x.data(), o.data(), x.size(), T(1.5), T(0.5), T(1));
-  });
-  k.emplace_back("asentmax_backward(1.5)", [](const V& x, const V&, const V& dy, V& o) {
-    V p(x.size());
-    d::asentmax(x.data(), p.data(), x.size(), T(1.5), T(0.5), T(1));
-    d::asentmax_backward(x.data(), p.data(), dy.data(), o.data(), x.size(), T(1.5), T(0.5), T(1));
-  });
-  k.emplace_back("batched softmax", [](const V& x, const V&, const V&, V& o) {
-    const std::size_t rows = 4, cols = x.size() / 4;
-    d::softmax(smax::matrix_view<const T>(x.data(), rows, cols), smax::matrix_view<T>(o.data(), rows, cols));
-  });
-  k.emplace_back("batched log_softmax", [](const V& x, const V&, const V&, V& o) {
-    const std::size_t rows = 4, cols = x.size() / 4;
-    d::log_softmax(smax::matrix_view<const T>(x.data(), rows, cols), smax::matrix_view<T>(o.data(), rows, cols));
-  });
-  return k;
-}
-
-template <class T>
 bool is_subnormal(T v) {
   return v != T(0) && std::fabs(v) < std::numeric_limits<T>::min();
 }
@@ -274,17 +127,16 @@ void check_all() {
       const std::size_t large = smax_test::max_n() < (std::size_t(1) << 20) ? 16388 : 65540;
       for (std::size_t n : {std::size_t(4100), large}) {
         const std::vector<T> x = wide_logits<T>(n, kind, 1000 + n + kind);
-        std::vector<T> y(n), dy = smax_test::normal<T>(n, 1.0, 77 + n);
+        std::vector<T> dy = smax_test::normal<T>(n, 1.0, 77 + n);
         for (std::size_t i = 0; i < n; i += 7) dy[i] = T(0);
-        smax::dynamic::softmax(x.data(), y.data(), n);
-        for (const auto& kv : kernels<T>()) {
-          CAPTURE(isa, kv.first, kind, n);
+        for (const auto& k : smax_test::every_function<T>()) {
+          CAPTURE(isa, k.name, kind, n);
           std::vector<T> ieee(n), flushed(n);
           {
             const subnormal_flags flag(std::getenv("SMAX_TEST_SUBNORMAL_TRAP") != nullptr);
-            kv.second(x, y, dy, ieee);
+            k.run(x.data(), dy.data(), ieee.data(), n);
             if (flag.raised())
-              FAIL_CHECK("reads or forms a subnormal: " << isa << " " << kv.first << " kind " << kind << " n " << n);
+              FAIL_CHECK("reads or forms a subnormal: " << isa << " " << k.name << " kind " << kind << " n " << n);
           }
           std::size_t n_sub = 0, n_small = 0;
           for (T v : ieee) {
@@ -295,7 +147,7 @@ void check_all() {
           if (have_ftz) {
             {
               fp_flush_scope ftz(true);
-              kv.second(x, y, dy, flushed);
+              k.run(x.data(), dy.data(), flushed.data(), n);
             }
             std::size_t diff = 0;
             for (std::size_t i = 0; i < n; ++i) diff += std::memcmp(&ieee[i], &flushed[i], sizeof(T)) != 0;
@@ -308,14 +160,6 @@ void check_all() {
 }
 
 }  // namespace
-
-TEST_CASE("the subnormal table calls every registered function", "[subnormal][registry]") {
-  std::vector<std::string> entries;
-  for (const auto& kv : kernels<float>()) entries.push_back(kv.first);
-  const auto missing = smax_test::uncovered(smax_test::registered_functions(), entries);
-  for (const auto& m : missing) UNSCOPED_INFO("not in kernels() of tests/test_subnormal.cpp: " << m);
-  CHECK(missing.empty());
-}
 
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (float)", "[subnormal]") { check_all<float>(); }
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (double)", "[subnormal]") { check_all<double>(); }
