@@ -75,11 +75,29 @@ void run(const char* isa) {
       const std::size_t k = n < 10 ? n : 10;
       std::fill(y.begin(), y.end(), T(0));
       smax::topk_softmax(a, x.data(), n, k, y.data(), idx.data()); out("topk", y);
+      for (std::size_t i = 0; i < k; ++i) y2[i] = static_cast<T>(idx[i]);
+      out("topk_index", std::vector<T>(y2.begin(), y2.begin() + k));
       smax::sigmoid_attention(a, x.data(), y.data(), n, T(-1)); out("sigmoid_attention", y);
+      smax::sigmoid_attention_backward(a, x.data(), y.data(), dy.data(), dx.data(), n, T(-1));
+      out("sigmoid_attention_backward", dx);
       smax::sa_softmax(a, x.data(), y.data(), n, true); out("sa_softmax", y);
+      smax::sa_softmax_backward(a, x.data(), y.data(), dy.data(), dx.data(), n, true); out("sa_softmax_backward", dx);
+      smax::sa_softmax(a, x.data(), y.data(), n, false); out("sa_softmax_plain", y);
+      smax::sa_softmax_backward(a, x.data(), y.data(), dy.data(), dx.data(), n, false);
+      out("sa_softmax_backward_plain", dx);
       smax::multimax_params p; p.ranges[0] = -1; p.ranges[1] = 1; p.ts[0] = 0.5; p.ts[1] = 0.3;
       smax::multimax(a, x.data(), y.data(), n, p); out("multimax", y);
+      smax::multimax_backward(a, x.data(), y.data(), dy.data(), dx.data(), n, p); out("multimax_backward", dx);
       smax::asentmax(a, x.data(), y.data(), n, T(1.5), T(0.5), T(0.1)); out("asentmax", y);
+      smax::asentmax_backward(a, x.data(), y.data(), dy.data(), dx.data(), n, T(1.5), T(0.5), T(0.1));
+      out("asentmax_backward", dx);
+      {
+        smax::sampling s;
+        s.top_p = 0.9f;
+        std::vector<T> drawn(8);
+        for (std::size_t i = 0; i < 8; ++i) drawn[i] = static_cast<T>(smax::sample(a, x.data(), n, s, 17, i));
+        out("sample", drawn);
+      }
       std::vector<T> l(1, static_cast<T>(smax::logsumexp(a, x.data(), n))); out("logsumexp", l);
       l[0] = static_cast<T>(smax::cross_entropy(a, x.data(), n, n / 2, 0.1f)); out("cross_entropy", l);
       smax::cross_entropy_backward(a, x.data(), n, n / 2, 1.0, dx.data(), 0.1f); out("cross_entropy_backward", dx);
