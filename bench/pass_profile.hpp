@@ -144,7 +144,7 @@ std::vector<entry> entries() {
   e.push_back({"rows_softmax", "batched softmax, rows of 128 KiB (as shipped)", [](const float* x, float* y, std::size_t n) {
                  softmax_rows<A, float>(smax::matrix_view<const float>(x, n / row_cols, row_cols),
                                         smax::matrix_view<float>(y, n / row_cols, row_cols), smax::algorithm::automatic,
-                                        nullptr, false);
+                                        nullptr, result_form::probabilities);
                }});
   return e;
 }

@@ -392,7 +392,7 @@ template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail:
 void softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
              algorithm a = algorithm::automatic, executor* ex = nullptr) {
   detail::check_shapes("smax::softmax", x, y);
-  detail::softmax_rows<A, T>(x, y, a, ex, false);
+  detail::softmax_rows<A, T>(x, y, a, ex, detail::result_form::probabilities);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, algorithm a = algorithm::automatic,
@@ -403,7 +403,7 @@ void softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, algor
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void log_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, executor* ex = nullptr) {
   detail::check_shapes("smax::log_softmax", x, y);
-  detail::softmax_rows<A, T>(x, y, algorithm::automatic, ex, true);
+  detail::softmax_rows<A, T>(x, y, algorithm::automatic, ex, detail::result_form::logs);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, executor* ex = nullptr) {
@@ -425,7 +425,7 @@ void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y, e
 // L1 blocks for both three_pass.
 template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
 void softmax(A, const H* x, Y* y, std::size_t n, algorithm a = algorithm::automatic) {
-  detail::softmax_half<A>(x, y, n, a, false);
+  detail::softmax_half<A>(x, y, n, a, detail::result_form::probabilities);
 }
 template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
 void softmax(const H* x, Y* y, std::size_t n, algorithm a = algorithm::automatic) {
@@ -433,7 +433,7 @@ void softmax(const H* x, Y* y, std::size_t n, algorithm a = algorithm::automatic
 }
 template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class = detail::enable_if_half_out_t<H, Y>>
 void log_softmax(A, const H* x, Y* y, std::size_t n) {
-  detail::softmax_half<A>(x, y, n, algorithm::automatic, true);
+  detail::softmax_half<A>(x, y, n, algorithm::automatic, detail::result_form::logs);
 }
 template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
 void log_softmax(const H* x, Y* y, std::size_t n) {
@@ -447,7 +447,7 @@ template <class A, class H, class Y, class = detail::enable_if_arch_t<A>, class 
 void softmax(A, matrix_view<const H> x, matrix_view<Y> y, algorithm a = algorithm::automatic, executor* ex = nullptr) {
   detail::check_shapes("smax::softmax", x, y);
   detail::for_each_row(
-      x, y, detail::default_executor(ex), [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, a, false); },
+      x, y, detail::default_executor(ex), [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, a, detail::result_form::probabilities); },
       detail::rows_ahead_pays(x));
 }
 template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
@@ -460,7 +460,8 @@ void log_softmax(A, matrix_view<const H> x, matrix_view<Y> y, executor* ex = nul
   // (no rows_ahead: the log form reads x widened into a buffer)
   detail::for_each_row(
       x, y, detail::default_executor(ex),
-      [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, algorithm::automatic, true); }, false);
+      [&](const H* xr, Y* yr) { detail::softmax_half<A>(xr, yr, x.cols, algorithm::automatic, detail::result_form::logs); },
+      /*rows_ahead=*/false);
 }
 template <class H, class Y, class = detail::enable_if_half_out_t<H, Y>, class DefaultArch = xsimd::default_arch>
 void log_softmax(matrix_view<const H> x, matrix_view<Y> y, executor* ex = nullptr) {
@@ -797,7 +798,7 @@ void cross_entropy_backward(matrix_view<const detail::nodeduce_t<T>> x, const st
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void softmax(A, const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
   detail::check_softmax_options("smax::softmax", o);
-  detail::softmax_opts<A>(x, y, n, o, false);
+  detail::softmax_opts<A>(x, y, n, o, detail::result_form::probabilities);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void softmax(const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
@@ -806,7 +807,7 @@ void softmax(const T* x, T* y, std::size_t n, const softmax_options<detail::node
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void log_softmax(A, const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
   detail::check_softmax_options("smax::log_softmax", o);
-  detail::softmax_opts<A>(x, y, n, o, true);
+  detail::softmax_opts<A>(x, y, n, o, detail::result_form::logs);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void log_softmax(const T* x, T* y, std::size_t n, const softmax_options<detail::nodeduce_t<T>>& o) {
@@ -839,7 +840,7 @@ void softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
              const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
   detail::check_shapes("smax::softmax", x, y);
   detail::check_attention("smax::softmax", x, o);
-  detail::softmax_attention_rows<A, T>(x, y, o, ex, false);
+  detail::softmax_attention_rows<A, T>(x, y, o, ex, detail::result_form::probabilities);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,
@@ -851,7 +852,7 @@ void log_softmax(A, matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y
                  const attention_options<detail::nodeduce_t<T>>& o, executor* ex = nullptr) {
   detail::check_shapes("smax::log_softmax", x, y);
   detail::check_attention("smax::log_softmax", x, o);
-  detail::softmax_attention_rows<A, T>(x, y, o, ex, true);
+  detail::softmax_attention_rows<A, T>(x, y, o, ex, detail::result_form::logs);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void log_softmax(matrix_view<const detail::nodeduce_t<T>> x, matrix_view<T> y,

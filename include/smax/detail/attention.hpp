@@ -139,10 +139,8 @@ T transform_max(const T* x, T* y, std::size_t n, const softmax_options<T>& o) no
 // below it, pass 1's stores find y's lines in cache and are cheaper than
 // the second read (docs/tuning.md, "Attention passes").
 constexpr std::size_t recompute_masked_min_bytes = std::size_t(4) << 20;
-// Where that was measured to pay: AVX-512 on Zen 4 (family 0x19). AVX2
-// there gained 0-10% or lost 7% from run to run, SSE2 lost 7% (its exps
-// dominate); on Zen 5 an earlier form of it (the mask read through an
-// index) gained nothing; not measured on Intel.
+// Where that was measured to pay: AVX-512 on Zen 4 only (docs/tuning.md,
+// "With the mask, on Zen 4", has the other ISAs and cores).
 template <class A>
 bool recompute_masked_pays() noexcept {
   return is_x86_avx512_v<A> && avx512_on_256bit_units();
@@ -152,8 +150,9 @@ bool recompute_masked_pays() noexcept {
 // batch_bytes: the output of the whole batch this row belongs to (0: the
 // row alone).
 template <class A, class T>
-void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, bool log,
+void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, result_form form,
                   std::size_t batch_bytes = 0) noexcept {
+  const bool log = form == result_form::logs;
   using B = xsimd::batch<T, A>;
   constexpr T inf = std::numeric_limits<T>::infinity();
   constexpr T nan = std::numeric_limits<T>::quiet_NaN();
@@ -179,7 +178,7 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
     for (std::size_t i = 0; i < len; ++i)
       if (y[i] != y[i]) return fill(y, n, nan);
     if (m == inf)
-      softmax_nonfinite(y, y, len, log ? result_form::logs : result_form::probabilities);
+      softmax_nonfinite(y, y, len, form);
     else
       fill(y, len, masked);
     return fill(y + len, n - len, masked);
@@ -347,11 +346,11 @@ softmax_options<T> row_options(const attention_options<T>& o, std::size_t rows, 
 
 template <class A, class T>
 void softmax_attention_rows(matrix_view<const T> x, matrix_view<T> y, const attention_options<T>& o, executor* ex,
-                            bool log) {
+                            result_form form) {
   const std::size_t bytes = y.rows * y.cols * sizeof(T);
   for_each_row_index(
       x.rows, x.cols, default_executor(ex),
-      [&](std::size_t r) { softmax_opts<A>(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r), log, bytes); },
+      [&](std::size_t r) { softmax_opts<A>(x.row(r), y.row(r), x.cols, row_options(o, x.rows, r), form, bytes); },
       o.mask.data ? rows_ahead_pays(x, o.mask) : rows_ahead_pays(x));  // (the mask read beside x: dense too)
 }
 

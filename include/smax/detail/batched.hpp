@@ -227,7 +227,8 @@ void rows_map4(const char* fn, const char* const (&names)[4], const matrix_view<
 // log: each block's max comes with its sum (two_pass_sum_tracked), and the
 // write is log_softmax's, (x - M) - log sum e^(x - M).
 template <class A, class T>
-bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex, bool log) {
+bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex, result_form form) {
+  const bool log = form == result_form::logs;
   using B = xsimd::batch<T, A>;
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   std::vector<double> bsum(nb);
@@ -276,9 +277,10 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex, boo
 
 // One long row, blocked and possibly multi-threaded (see the file comment).
 template <class A, class T>
-void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
+void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, result_form form) {
+  const bool log = form == result_form::logs;
   constexpr T inf = std::numeric_limits<T>::infinity();
-  if (softmax_blocked_two_pass<A>(x, y, n, ex, log)) return;
+  if (softmax_blocked_two_pass<A>(x, y, n, ex, form)) return;
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   std::vector<T> bmax(nb);
   std::vector<double> bsum(nb);
@@ -300,7 +302,7 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
     nonfinite |= !(bmax[b] == bmax[b]) || bmax[b] == inf;
     if (bmax[b] > M) M = bmax[b];
   }
-  if (nonfinite || M == -inf) return softmax_nonfinite(x, y, n, log ? result_form::logs : result_form::probabilities);
+  if (nonfinite || M == -inf) return softmax_nonfinite(x, y, n, form);
   double s = 0;
   for (std::size_t b = 0; b < nb; ++b)
     if (bmax[b] > -inf) s += bsum[b] * exp_flushed(static_cast<double>(bmax[b]) - static_cast<double>(M));
@@ -328,17 +330,17 @@ void softmax_blocked(const T* x, T* y, std::size_t n, executor& ex, bool log) {
 }
 
 template <class A, class T>
-void softmax_rows(matrix_view<const T> x, matrix_view<T> y, algorithm a, executor* exec, bool log) {
+void softmax_rows(matrix_view<const T> x, matrix_view<T> y, algorithm a, executor* exec, result_form form) {
   executor& ex = default_executor(exec);
   if (x.rows == 0 || x.cols == 0) return;
   if (x.cols >= split_cols && a == algorithm::automatic) {
-    for (std::size_t r = 0; r < x.rows; ++r) softmax_blocked<A>(x.row(r), y.row(r), x.cols, ex, log);
+    for (std::size_t r = 0; r < x.rows; ++r) softmax_blocked<A>(x.row(r), y.row(r), x.cols, ex, form);
     return;
   }
   for_each_row(
       x, y, ex,
       [&](const T* xr, T* yr) {
-        if (log)
+        if (form == result_form::logs)
           log_softmax<A>(xr, yr, x.cols);
         else
           softmax<A>(xr, yr, x.cols, a);

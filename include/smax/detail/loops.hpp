@@ -921,7 +921,7 @@ template <class A, bool Staged = false, class T, class F>
 SMAX_FLATTEN void map_streamed(const T* x, T* y, std::size_t n, F&& f_arg) noexcept {
   local_copy_t<F> f(f_arg);
   std::size_t head = 0;
-  if (stream_output<A>(y, n, head, true)) {
+  if (stream_output<A>(y, n, head, /*any_size=*/true)) {
     if (head) store_partial<A>(y, head, f(load_partial<A>(x, head, T(0))));
     map_impl::run<A, true, Staged>(x + head, y + head, n - head, f);
   } else {

@@ -259,14 +259,14 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   // after its load, then y *= 1 / sum: in place and out of place alike. (The
   // normalized form's two-pass below is as fast in cache: AMD EPYC Zen 5.)
   if (!normalized && !automatic_takes_two_pass<A, T>(n)) {
-    const sa_factor<A, T> g(false, T(0), T(0));
+    const sa_factor<A, T> g(/*normalized=*/false, T(0), T(0));
     const auto finish = [&](double s, auto&&) {
       if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
       // (1 / s < 2: the max's term, at least 0.7, is in s)
       map<A>(y, y, n, mul_normal_by<A, T>(static_cast<T>(1.0 / s)));
     };
     const auto times_g = [&](B v, B t) SMAX_LAMBDA_INLINE { return mul_normal<A, T>(g(v), t); };
-    if (!three_pass_sum<A>(x, y, n, finish, times_g)) sa_softmax_nonfinite(x, y, n, false);
+    if (!three_pass_sum<A>(x, y, n, finish, times_g)) sa_softmax_nonfinite(x, y, n, /*normalized=*/false);
     return;
   }
   // Two reads: two_pass_sum (also taking min and max), then the fused write.

@@ -44,7 +44,8 @@ constexpr std::size_t half_whole_row = std::size_t(1) << 18;
 // softmax_nonfinite for 16-bit x (see softmax.hpp): NaN -> all NaN, +inf
 // entries share the mass, all -inf -> 0 (log: -inf).
 template <class H, class Y>
-void softmax_nonfinite_half(const H* x, Y* y, std::size_t n, bool log) noexcept {
+void softmax_nonfinite_half(const H* x, Y* y, std::size_t n, result_form form) noexcept {
+  const bool log = form == result_form::logs;
   constexpr float inf = std::numeric_limits<float>::infinity();
   std::size_t n_posinf = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -108,7 +109,7 @@ SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f_arg) noexcept 
       const std::size_t head = ((align - addr % align) % align) / sizeof(Y);
       constexpr std::size_t C = stream_chunk_bytes / sizeof(Y);
       static_assert(C % (4 * W) == 0, "a chunk must be whole iterations");
-      map_half_plain<A, In>(x, y, head, f, false);
+      map_half_plain<A, In>(x, y, head, f, /*far=*/false);
       std::size_t i = head;
       alignas(64) Y stage[C];
       for (; i + C <= n; i += C) {
@@ -126,7 +127,7 @@ SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f_arg) noexcept 
         for (std::size_t b = 0; b < C * sizeof(Y) / sizeof(float); b += W) store_stream<A>(d + b, B::load_aligned(s + b));
       }
       stream_fence<A>();
-      return map_half_plain<A, In>(x + i, y + i, n - i, f, false);
+      return map_half_plain<A, In>(x + i, y + i, n - i, f, /*far=*/false);
     }
   }
   map_half_plain<A, In>(x, y, n, f, far);
@@ -176,7 +177,8 @@ bool softmax_half_two_pass(const H* x, Y* y, std::size_t n) noexcept {
 // Max, sum, write over blocks (softmax_three_pass / log_softmax of
 // softmax.hpp, recompute form).
 template <class A, class H, class Y>
-void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept {
+void softmax_half_three_pass(const H* x, Y* y, std::size_t n, result_form form) noexcept {
+  const bool log = form == result_form::logs;
   using B = xsimd::batch<float, A>;
   float m = -std::numeric_limits<float>::infinity();
   for_each_widened<A>(x, n, [&](const float* b, std::size_t, std::size_t len) {
@@ -184,7 +186,7 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, bool log) noexcept
     m = (bm != bm) ? bm : std::max(m, bm);
     return m == m;
   });
-  if (!is_finite(m)) return softmax_nonfinite_half(x, y, n, log);
+  if (!is_finite(m)) return softmax_nonfinite_half(x, y, n, form);
   const auto sum = [&](auto&& f) {
     double s = 0;
     for_each_widened<A>(x, n, [&](const float* b, std::size_t, std::size_t len) {
@@ -253,11 +255,13 @@ SMAX_FLATTEN void softmax_half_reload(const H* x, Y* y, std::size_t n, float* te
     map_half<A, narrow_input::finite_normal>(static_cast<const float*>(terms), y, n,
                                             scale_normal<A, float>(static_cast<float>(1.0 / s)));
   };
-  if (!three_pass_sum<A, output_exp_accuracy<Y>>(x, terms, n, finish)) softmax_nonfinite_half(x, y, n, false);
+  if (!three_pass_sum<A, output_exp_accuracy<Y>>(x, terms, n, finish))
+    softmax_nonfinite_half(x, y, n, result_form::probabilities);
 }
 
 template <class A, class H, class Y>
-void softmax_half(const H* x, Y* y, std::size_t n, algorithm a, bool log) noexcept {
+void softmax_half(const H* x, Y* y, std::size_t n, algorithm a, result_form form) noexcept {
+  const bool log = form == result_form::logs;
   if (n == 0) return;
   if (!log && n <= half_block) {
     alignas(64) float terms[half_block];
@@ -270,7 +274,7 @@ void softmax_half(const H* x, Y* y, std::size_t n, algorithm a, bool log) noexce
     if (float* terms = row_buffer(n)) return softmax_half_reload<A>(x, y, n, terms);
   const bool single = a == algorithm::automatic || a == algorithm::two_pass || a == algorithm::online;
   if (!log && single && softmax_half_two_pass<A>(x, y, n)) return;
-  softmax_half_three_pass<A>(x, y, n, log);
+  softmax_half_three_pass<A>(x, y, n, form);
 }
 
 // ------------------------------------------------------------- backward --
