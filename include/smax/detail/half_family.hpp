@@ -23,6 +23,7 @@
 #include "attention.hpp"
 #include "batched.hpp"
 #include "half.hpp"
+#include "losses.hpp"
 
 namespace smax {
 namespace detail {
