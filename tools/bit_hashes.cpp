@@ -108,6 +108,59 @@ void run(const char* isa) {
       smax::log_softmax(a, x.data(), y.data(), n, so); out("log_softmax_opts_scale", y);
       so.length = n / 2;
       smax::log_softmax(a, x.data(), y.data(), n, so); out("log_softmax_opts_length", y);
+      smax::softmax(a, x.data(), y.data(), n, o);
+      smax::softmax_backward(a, x.data(), y.data(), dy.data(), dx.data(), n, o); out("softmax_backward_opts", dx);
+      smax::cross_entropy_backward(a, x.data(), n, n / 2, 1.0, dx.data(), 0.1f, smax::logsumexp(a, x.data(), n));
+      out("cross_entropy_backward_lse", dx);
+      smax::gumbel_softmax(a, x.data(), y.data(), n, T(0.7), 42, true); out("gumbel_softmax_hard", y);
+      // The batched paths: one row of n (blocked from 2^18 elements, on the
+      // calling thread), and attention rows (2 heads of 1 query, a mask
+      // row, ALiBi from max_bias, causal lengths, a sink per head).
+      {
+        const smax::matrix_view<const T> xr(x.data(), 1, n);
+        const smax::matrix_view<T> yr(y.data(), 1, n);
+        smax::softmax(a, xr, yr); out("batched_softmax_row", y);
+        smax::log_softmax(a, xr, yr); out("batched_log_softmax_row", y);
+        const std::size_t cols = n / 2;
+        if (cols > 0) {
+          const T sinks[2] = {T(1), T(-2)};
+          smax::attention_options<T> ao;
+          ao.scale = T(0.5);
+          ao.mask = smax::matrix_view<const T>(dy.data(), 1, cols);
+          ao.lengths = smax::causal(static_cast<std::ptrdiff_t>(cols / 2));
+          ao.heads = 2;
+          ao.max_bias = T(8);
+          ao.sinks = sinks;
+          const smax::matrix_view<const T> xa(x.data(), 2, cols);
+          std::fill(y.begin(), y.end(), T(0));
+          std::fill(dx.begin(), dx.end(), T(0));
+          smax::softmax(a, xa, smax::matrix_view<T>(y.data(), 2, cols), ao); out("attention_rows", y);
+          smax::softmax_backward(a, xa, smax::matrix_view<const T>(y.data(), 2, cols),
+                                 smax::matrix_view<const T>(dy.data(), 2, cols), smax::matrix_view<T>(dx.data(), 2, cols),
+                                 ao);
+          out("attention_rows_backward", dx);
+          smax::log_softmax(a, xa, smax::matrix_view<T>(y.data(), 2, cols), ao); out("log_attention_rows", y);
+        }
+      }
+      // The 16-bit softmax paths, from x rounded to bf16 and fp16.
+      if constexpr (sizeof(T) == 4) {
+        std::vector<smax::bf16> xb(n), yb(n);
+        std::vector<smax::fp16> xh(n), yh(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          xb[i] = smax::bf16(static_cast<float>(x[i]));
+          xh[i] = smax::fp16(static_cast<float>(x[i]));
+        }
+        const auto out_bytes = [&](const char* name, const void* p, std::size_t bytes) {
+          std::printf("%s f32 %zu %d %s %016llx\n", isa, n, kind, name, (unsigned long long)fnv(p, bytes));
+        };
+        smax::softmax(a, xb.data(), yb.data(), n); out_bytes("bf16_softmax", yb.data(), 2 * n);
+        smax::log_softmax(a, xb.data(), yb.data(), n); out_bytes("bf16_log_softmax", yb.data(), 2 * n);
+        smax::softmax(a, xh.data(), yh.data(), n); out_bytes("fp16_softmax", yh.data(), 2 * n);
+        smax::log_softmax(a, xh.data(), yh.data(), n); out_bytes("fp16_log_softmax", yh.data(), 2 * n);
+        std::vector<float> yf(n);
+        smax::softmax(a, xb.data(), yf.data(), n);
+        out_bytes("bf16_softmax_to_f32", yf.data(), 4 * n);
+      }
     }
 }
 
