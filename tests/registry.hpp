@@ -1,13 +1,11 @@
 // The dispatch registry's function names (include/smax/detail/dispatch.hpp:
-// SMAX_FUNCTIONS, SMAX_TYPED_FUNCTIONS, SMAX_BATCHED_FUNCTIONS), for the
-// tests whose per-function tables must cover every function: a function
-// registered without its line in such a table fails that table's coverage
-// case, naming the function.
+// SMAX_FUNCTIONS, SMAX_TYPED_FUNCTIONS, SMAX_BATCHED_FUNCTIONS), for
+// tests/test_registry.cpp's checks that the fuzz targets and the bench call
+// every registered function; and the multimax parameters the tables share.
 #pragma once
 
 #include <set>
 #include <string>
-#include <vector>
 
 #include <smax/detail/dispatch.hpp>
 
@@ -16,16 +14,10 @@ namespace smax_test {
 #define SMAX_TEST_REGISTERED_NAME(name, params, args) #name,
 #define SMAX_TEST_REGISTERED_TYPED_NAME(ret, field, name, params, args) #name,
 
-// The single-vector functions of SMAX_FUNCTIONS: the family's kernels,
-// each writing one output array.
-inline std::set<std::string> registered_kernels() {
-  return {SMAX_FUNCTIONS(float, SMAX_TEST_REGISTERED_NAME)};
-}
-
 // Every single-vector function: the kernels and the typed functions
 // (losses, options, sample; one name for its overloads).
 inline std::set<std::string> registered_functions() {
-  std::set<std::string> s = registered_kernels();
+  std::set<std::string> s = {SMAX_FUNCTIONS(float, SMAX_TEST_REGISTERED_NAME)};
   for (const char* n : {SMAX_TYPED_FUNCTIONS(float, SMAX_TEST_REGISTERED_TYPED_NAME)}) s.insert(n);
   return s;
 }
@@ -49,24 +41,5 @@ inline smax::multimax_params some_multimax_params() {
 
 #undef SMAX_TEST_REGISTERED_NAME
 #undef SMAX_TEST_REGISTERED_TYPED_NAME
-
-// The function a table entry calls: its name up to the first '/', '(' or
-// ' ' ("softmax/online", "entmax_bisect(1.25)", "softmax (options)").
-inline std::string function_of(const std::string& entry) {
-  return entry.substr(0, entry.find_first_of("/( "));
-}
-
-// The registered names that no entry of a table calls, less the ones the
-// table leaves out on purpose (`exempt`: the caller says why).
-inline std::vector<std::string> uncovered(const std::set<std::string>& registered,
-                                          const std::vector<std::string>& entries,
-                                          const std::set<std::string>& exempt = {}) {
-  std::set<std::string> called;
-  for (const auto& e : entries) called.insert(function_of(e));
-  std::vector<std::string> missing;
-  for (const auto& r : registered)
-    if (!called.count(r) && !exempt.count(r)) missing.push_back(r);
-  return missing;
-}
 
 }  // namespace smax_test
