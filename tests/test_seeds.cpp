@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -400,6 +401,76 @@ void special_values() {
 }
 
 }  // namespace
+
+namespace {
+
+// sa_softmax's in-cache path (sa_softmax_reload) keeps a product only for
+// |g| >= 2^-100 and x within weight_depth of the max, and hands rows with
+// |max| beyond split_limit or a range beyond 2^100 to the two-pass path.
+// Rows at each of those edges, both forms, against the reference.
+template <class T>
+void sa_reload_edges() {
+  const std::size_t n = 203;  // a tail after the vectors on every ISA
+  std::vector<std::vector<T>> rows;
+  std::mt19937 gen(11);
+  std::normal_distribution<double> nd(0.0, 3.0);
+  const auto row = [&](double shift, double spread) {
+    std::vector<T> x(n);
+    for (auto& v : x) v = static_cast<T>(shift + spread * nd(gen));
+    return x;
+  };
+  rows.push_back(row(0, 1));
+  for (std::size_t k : {0, 5, 17, 64, 202}) {  // tiny entries around the cut
+    std::vector<T> x = row(0, 1);
+    x[k] = static_cast<T>(std::ldexp(1.0, -100 + static_cast<int>(k % 3) - 1));
+    x[(k + 1) % n] = -x[k];
+    x[(k + 2) % n] = std::numeric_limits<T>::denorm_min();
+    rows.push_back(x);
+  }
+  {  // a band from just above the depth to far below it
+    std::vector<T> x = row(0, 1);
+    x[0] = T(10);
+    for (std::size_t i = 1; i < 60; ++i) x[i] = static_cast<T>(10.0 - 60.0 - 2.0 * static_cast<double>(i));
+    rows.push_back(x);  // (-inf entries: special_values)
+  }
+  {  // one tiny entry that carries the weight: y = x near 2^-98
+    std::vector<T> x(n, T(-40));
+    x[9] = static_cast<T>(std::ldexp(1.0, -98));
+    rows.push_back(x);
+  }
+  rows.push_back(row(-4000, 3));  // the max near -split_limit
+  rows.push_back(row(4000, 3));
+  rows.push_back(row(5000, 3));   // beyond: the general path
+  {
+    std::vector<T> x = row(0, 1);  // range just below 2^100, then beyond
+    x[3] = static_cast<T>(-std::ldexp(1.0, 99));
+    rows.push_back(x);
+    x[3] = static_cast<T>(-std::ldexp(1.0, 101));
+    rows.push_back(x);
+  }
+  rows.push_back(row(0, 1e-30));  // range below 1 (the factor's scaling)
+  for (const std::string& isa : smax_test::isas()) {
+    smax_test::use_isa use(isa);
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      for (bool norm : {false, true}) {
+        INFO(isa << " " << type_name<T>() << " row " << r << " normalized=" << norm);
+        const std::vector<T>& x = rows[r];
+        std::vector<T> y(n), yi = x;
+        smax::dynamic::sa_softmax(x.data(), y.data(), n, norm);
+        smax::dynamic::sa_softmax(yi.data(), yi.data(), n, norm);
+        CHECK(signed_rel_err(y, ref_sa(x, norm)) <= tol<T>::rel);
+        CHECK(variants_test::hash_bits(y) == variants_test::hash_bits(yi));
+        for (T v : y) CHECK(!(v != T(0) && std::fabs(v) < std::numeric_limits<T>::min()));
+      }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("seeds: sa_softmax in cache at its edges, every ISA", "[seeds]") {
+  sa_reload_edges<float>();
+  sa_reload_edges<double>();
+}
 
 TEST_CASE("seeds: special values", "[seeds]") {
   special_values<float>();

@@ -95,16 +95,19 @@ std::vector<T> wide_logits(std::size_t n, int kind, std::uint64_t seed) {
   std::mt19937_64 g(seed);
   std::uniform_real_distribution<double> d(-w, w);
   std::vector<T> x(n);
-  if (kind == 2) {
+  if (kind >= 2) {
     // Near zero (normal numbers down to the smallest, either sign) beside
     // large logits: terms of x near 0 scaled against a large reference
-    // (softpick's K = 0 lanes).
+    // (softpick's K = 0 lanes). Kind 3 puts the max just below where e^x
+    // is cut (e^-96 for float, e^-716 for double: the near-zero entries
+    // then lie within an exp's clamp, beyond sa_softmax's kept depth).
+    const double top = kind == 3 ? (sizeof(T) == 4 ? 96.0 : 716.0) : w;
     std::uniform_real_distribution<double> u(0.0, 1.0), lg(std::numeric_limits<T>::min_exponent, -20.0);
     for (auto& v : x) {
       const double r = u(g);
       v = r < 0.5   ? static_cast<T>((r < 0.25 ? -1.0 : 1.0) * std::ldexp(1.0 + u(g), static_cast<int>(lg(g))))
           : r < 0.6 ? T(0)
-          : r < 0.7 ? static_cast<T>(w * (0.25 + 0.75 * u(g)))
+          : r < 0.7 ? static_cast<T>(top * (0.25 + 0.75 * u(g)))
                     : static_cast<T>(d(g) / w * 2.0);
     }
     return x;
@@ -122,7 +125,7 @@ template <class T>
 void check_all() {
   for (const std::string& isa : smax_test::isas()) {
     smax_test::use_isa scope(isa);
-    for (int kind = 0; kind < 3; ++kind) {
+    for (int kind = 0; kind < 4; ++kind) {
       // (under a size cap, QEMU and ASan, 16K for the larger size)
       const std::size_t large = smax_test::max_n() < (std::size_t(1) << 20) ? 16388 : 65540;
       for (std::size_t n : {std::size_t(4100), large}) {

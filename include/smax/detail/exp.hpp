@@ -424,6 +424,23 @@ SMAX_INLINE xsimd::batch<T, A> mul_normal(xsimd::batch<T, A> a, xsimd::batch<T, 
   return keep_if_normal_product<A, T>(a, b) * b;
 }
 
+// a * b where `keep`, else +0 (those lanes are never multiplied): for a
+// caller whose own bounds make every kept product normal (one or two
+// compares, where mul_normal judges both exponents).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> mul_where(xsimd::batch_bool<T, A> keep, xsimd::batch<T, A> a,
+                                         xsimd::batch<T, A> b) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_maskz_mul_ps(keep.data, a, b);
+    else
+      return _mm512_maskz_mul_pd(keep.data, a, b);
+  }
+#endif
+  return xsimd::select(keep, a, xsimd::batch<T, A>(T(0))) * b;
+}
+
 // a * b, or +0 where it may lie below 2^mantissa_bits times the smallest
 // normal number (float 2^-103, double 2^-970; judged by the exponents, so
 // some up to twice that are dropped too): every kept product is a multiple

@@ -75,9 +75,12 @@ double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
     return logsumexp_max<A>(x, n);
   }
   const std::size_t nb = (n + block_elems - 1) / block_elems;
-  // x is summed as x 2^-k, 2^k >= 2n (exact; a product below the normal
-  // range is 0: each dropped x is below about 2^(k+1) times T's smallest
-  // normal number, so the mean moves by at most about 8 n times it):
+  // x is summed as x 2^-k, 2^k >= 2n (exact; mul_summable drops a product
+  // below 2^mantissa_bits times T's smallest normal number, so that no
+  // partial sum of either sign is subnormal: each dropped x is below about
+  // 2^(k+1+mantissa_bits) times that number, and the mean moves by at most
+  // about 8 n times it; mul_normal's normal products cancelled to a
+  // subnormal lane sum, SSE2, a max near 96 beside tiny logits):
   // no partial sum can overflow, as n logits near -FLT_MAX did, and the mean
   // is scaled back only after the division.
   const int k = std::ilogb(static_cast<double>(n)) + 2;
@@ -93,7 +96,7 @@ double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
     double sb = 0;
     T Eb = T(0);
     if (ok) ok = two_pass_sum<A>(xb, len, sb, Eb);
-    total_x += sum_map<A>(xb, static_cast<T*>(nullptr), len, [&](B v) { return mul_normal<A, T>(v, down); });
+    total_x += sum_map<A>(xb, static_cast<T*>(nullptr), len, [&](B v) { return mul_summable<A, T>(v, down); });
     if (!ok) continue;
     if (Eb > Emax) {
       s = (b == 0) ? sb : ldexp_flushed(s, static_cast<int>(Emax - Eb)) + sb;

@@ -56,10 +56,13 @@ template <>
 struct seed_limits<float> {
   // e^v below 2^-150: exp_ref's power of two is then +0 (sigmoid_exp)
   static constexpr float flush_depth = -104.0f;
+  // 0.7 e^v at least 2^-125 (sa_softmax_reload's kept terms)
+  static constexpr float weight_depth = -86.0f;
 };
 template <>
 struct seed_limits<double> {
   static constexpr double flush_depth = -746.0;
+  static constexpr double weight_depth = -707.0;  // 0.7 e^v >= 2^-1021
 };
 
 inline void check_multimax(const char* fn, const multimax_params& p) {
@@ -250,25 +253,60 @@ bool sa_two_pass_sum(const T* x, std::size_t n, bool normalized, double& s, T& E
   return ok;
 }
 
+// sa_softmax in cache: three-pass reload, g folded into the stored terms.
+// Pass 2 sums t = e^x 2^-E 2^99 / R and stores u = c(x) t, c(x) being g's
+// numerator: x (R = 1) or x h - lo h (normalized: R = (hi - lo) h,
+// g = c / R). Where x lies within weight_depth of the max m, t is in
+// [2^-125, 2^0.5] 2^99 / R, so keeping only |c| >= R 2^-100 (the rest:
+// |g| < 2^-100) keeps each product at least 2^-126 without forming the
+// others, and none overflows (|c| <= max(R, 2^13)). Below that depth
+// (e^(x - m) < 2^-124: outputs below 1e-30) the plain form stores +0; the
+// normalized one clamps x there in the exp, its c being at most R (its
+// output stays below 2^-124). Pass 3: y = u / (2^99 sum e^x 2^-E), normal
+// or +0. The powers of two change no bit of a normal output. False
+// (nothing written) where m is beyond split_limit (or not finite), a bound
+// is infinite or R exceeds 2^100: the caller's general path takes those.
+template <class A, class T>
+bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcept {
+  using B = xsimd::batch<T, A>;
+  using F = sa_factor<A, T>;
+  constexpr double lift = 0x1p99, drop = 0x1p-100;
+  T m, mn = T(0);
+  if (normalized)
+    reduce_max_min<A>(x, n, m, mn);
+  else
+    m = reduce_max<A>(x, n);
+  if (!use_split(m)) return false;  // (also inf and NaN)
+  const F g(normalized, std::min(mn, T(0)), std::max(m, T(0)));
+  if (normalized && !(g.mode == F::finite && g.inv >= static_cast<T>(drop))) return false;
+  const double inv_range = normalized ? static_cast<double>(g.inv) : 1.0;
+  double r;
+  const T E = ref_exponent(m, r);
+  const T near = m + seed_limits<T>::weight_depth;
+  const exp_ref<A, T> term(normalized ? near : clamp_floor(m), E, static_cast<T>(lift * inv_range));
+  const B cut(static_cast<T>(drop / inv_range)), nearv(near), h(g.h), loh(g.loh);
+  const auto store_cu = [=](B v, B t) SMAX_LAMBDA_INLINE {
+    if (normalized) {
+      const B c = xsimd::fms(v, h, loh);  // >= 0
+      return mul_where<A, T>(c >= cut, c, t);
+    }
+    return mul_where<A, T>((xsimd::abs(v) >= cut) & (v >= nearv), v, t);
+  };
+  const double s = sum_map<A>(x, y, n, term, store_cu);
+  if (!(s == s)) {
+    fill(y, n, std::numeric_limits<T>::quiet_NaN());
+  } else {
+    // (inv_range / s = 2^-99 / sum e^x 2^-E: below 2 and normal)
+    map<A>(y, y, n, mul_normal_by<A, T>(static_cast<T>(inv_range / s)));
+  }
+  return true;
+}
+
 template <class A, class T>
 void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  // In cache, the plain form: three-pass reload (one exp per element) with
-  // g(x) = x folded into the stored terms, x e^(x - m) 2^-E, each stored
-  // after its load, then y *= 1 / sum: in place and out of place alike. (The
-  // normalized form's two-pass below is as fast in cache: AMD EPYC Zen 5.)
-  if (!normalized && !automatic_takes_two_pass<A, T>(n)) {
-    const sa_factor<A, T> g(/*normalized=*/false, T(0), T(0));
-    const auto finish = [&](double s, auto&&) {
-      if (!(s == s)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
-      // (1 / s < 2: the max's term, at least 0.7, is in s)
-      map<A>(y, y, n, mul_normal_by<A, T>(static_cast<T>(1.0 / s)));
-    };
-    const auto times_g = [&](B v, B t) SMAX_LAMBDA_INLINE { return mul_normal<A, T>(g(v), t); };
-    if (!three_pass_sum<A>(x, y, n, finish, times_g)) sa_softmax_nonfinite(x, y, n, /*normalized=*/false);
-    return;
-  }
+  if (!automatic_takes_two_pass<A, T>(n) && sa_softmax_reload<A>(x, y, n, normalized)) return;
   // Two reads: two_pass_sum (also taking min and max), then the fused write.
   // (Out of cache, and the normalized form: the same path in place or not.)
   double s;
