@@ -406,7 +406,7 @@ namespace {
 
 // sa_softmax's in-cache path (sa_softmax_reload) keeps a product only for
 // |g| >= 2^-100 and x within weight_depth of the max, and hands rows with
-// |max| beyond split_limit or a range beyond 2^100 to the two-pass path.
+// |max| beyond split_limit or R outside [1, 2^100] to the two-pass path.
 // Rows at each of those edges, both forms, against the reference.
 template <class T>
 void sa_reload_edges() {
@@ -449,15 +449,34 @@ void sa_reload_edges() {
     rows.push_back(x);
   }
   rows.push_back(row(0, 1e-30));  // range below 1 (the factor's scaling)
+  {  // the max at +-split_limit itself
+    std::vector<T> x = row(4090, 3);
+    x[7] = T(4096);
+    rows.push_back(x);
+    x = row(-4100, 3);
+    for (auto& v : x) v = std::min(v, T(-4096));
+    x[7] = T(-4096);
+    rows.push_back(x);
+  }
+  // Short rows: ranges below 2^-100 (the factor's capped scaling leaves R
+  // below 1: the general path), and a normalized g near its cut that
+  // carries weight (x = {2^-20, 2^-118}: g = 2^-98, y near 2^-99).
+  rows.push_back({std::numeric_limits<T>::denorm_min(), T(0)});
+  {
+    std::vector<T> x(1024, T(0));
+    x[0] = std::numeric_limits<T>::min();
+    rows.push_back(x);
+  }
+  rows.push_back({static_cast<T>(std::ldexp(1.0, -20)), static_cast<T>(std::ldexp(1.0, -118))});
   for (const std::string& isa : smax_test::isas()) {
     smax_test::use_isa use(isa);
     for (std::size_t r = 0; r < rows.size(); ++r)
       for (bool norm : {false, true}) {
         INFO(isa << " " << type_name<T>() << " row " << r << " normalized=" << norm);
         const std::vector<T>& x = rows[r];
-        std::vector<T> y(n), yi = x;
-        smax::dynamic::sa_softmax(x.data(), y.data(), n, norm);
-        smax::dynamic::sa_softmax(yi.data(), yi.data(), n, norm);
+        std::vector<T> y(x.size()), yi = x;
+        smax::dynamic::sa_softmax(x.data(), y.data(), x.size(), norm);
+        smax::dynamic::sa_softmax(yi.data(), yi.data(), x.size(), norm);
         CHECK(signed_rel_err(y, ref_sa(x, norm)) <= tol<T>::rel);
         CHECK(variants_test::hash_bits(y) == variants_test::hash_bits(yi));
         for (T v : y) CHECK(!(v != T(0) && std::fabs(v) < std::numeric_limits<T>::min()));

@@ -100,8 +100,11 @@ std::vector<T> wide_logits(std::size_t n, int kind, std::uint64_t seed) {
     // large logits: terms of x near 0 scaled against a large reference
     // (softpick's K = 0 lanes). Kind 3 puts the max just below where e^x
     // is cut (e^-96 for float, e^-716 for double: the near-zero entries
-    // then lie within an exp's clamp, beyond sa_softmax's kept depth).
-    const double top = kind == 3 ? (sizeof(T) == 4 ? 96.0 : 716.0) : w;
+    // then lie within an exp's clamp, beyond sa_softmax's kept depth);
+    // kind 4 just above it (e^-80, e^-700: their terms are small but kept).
+    const double top = kind == 3   ? (sizeof(T) == 4 ? 96.0 : 716.0)
+                       : kind == 4 ? (sizeof(T) == 4 ? 80.0 : 700.0)
+                                   : w;
     std::uniform_real_distribution<double> u(0.0, 1.0), lg(std::numeric_limits<T>::min_exponent, -20.0);
     for (auto& v : x) {
       const double r = u(g);
@@ -125,7 +128,7 @@ template <class T>
 void check_all() {
   for (const std::string& isa : smax_test::isas()) {
     smax_test::use_isa scope(isa);
-    for (int kind = 0; kind < 4; ++kind) {
+    for (int kind = 0; kind < 5; ++kind) {
       // (under a size cap, QEMU and ASan, 16K for the larger size)
       const std::size_t large = smax_test::max_n() < (std::size_t(1) << 20) ? 16388 : 65540;
       for (std::size_t n : {std::size_t(4100), large}) {

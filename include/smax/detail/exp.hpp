@@ -424,9 +424,10 @@ SMAX_INLINE xsimd::batch<T, A> mul_normal(xsimd::batch<T, A> a, xsimd::batch<T, 
   return keep_if_normal_product<A, T>(a, b) * b;
 }
 
-// a * b where `keep`, else +0 (those lanes are never multiplied): for a
-// caller whose own bounds make every kept product normal (one or two
-// compares, where mul_normal judges both exponents).
+// a * b where `keep`, else +0: for a caller whose own bounds make every
+// kept product normal (one or two compares, where mul_normal judges both
+// exponents). AVX-512 never multiplies the other lanes; elsewhere they are
+// 0 * b, so b must be finite and not subnormal there.
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> mul_where(xsimd::batch_bool<T, A> keep, xsimd::batch<T, A> a,
                                          xsimd::batch<T, A> b) noexcept {

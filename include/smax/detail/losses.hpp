@@ -76,10 +76,10 @@ double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
   }
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   // x is summed as x 2^-k, 2^k >= 2n (exact; mul_summable drops a product
-  // below 2^mantissa_bits times T's smallest normal number, so that no
+  // below 2^mantissa_bits times T's smallest normal number min, so that no
   // partial sum of either sign is subnormal: each dropped x is below about
-  // 2^(k+1+mantissa_bits) times that number, and the mean moves by at most
-  // about 8 n times it; mul_normal's normal products cancelled to a
+  // 2^(k+1+mantissa_bits) min, and the mean moves by at most about
+  // 4n 2^mantissa_bits min; mul_normal's normal products cancelled to a
   // subnormal lane sum, SSE2, a max near 96 beside tiny logits):
   // no partial sum can overflow, as n logits near -FLT_MAX did, and the mean
   // is scaled back only after the division.
@@ -105,7 +105,11 @@ double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
       s += ldexp_flushed(sb, static_cast<int>(Eb - Emax));
     }
   }
-  *meanx = std::ldexp(total_x / static_cast<double>(n), k);
+  // (a mean below double's normal range is taken as 0, not formed: the
+  // sum is zeroed before the division, which then cannot underflow)
+  const double nd = static_cast<double>(n);
+  const double kept = std::fabs(total_x) < std::numeric_limits<double>::min() * nd ? 0.0 : total_x;
+  *meanx = std::ldexp(kept / nd, k);
   if (ok && s > 0 && s < std::numeric_limits<double>::infinity())
     return std::log(s) + static_cast<double>(Emax) * ln2;
   return logsumexp_max<A>(x, n);

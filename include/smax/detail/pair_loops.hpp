@@ -204,8 +204,12 @@ double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
 // lane sums of tiny values of either sign can cancel to a subnormal;
 // mul_summable's cut at 2^-102 loses too much where the sum is later
 // divided by a small range, sa_softmax_backward's P), in blocks of 256,
-// compensated; elsewhere (double, NEON) sum_of_pairs, whose lane sums can
-// still cancel to a subnormal.
+// compensated; elsewhere (double, NEON) sum_of_pairs over the values with
+// those below 2^mantissa_bits times the smallest normal number min zeroed
+// (double 2^-970, float 2^-103): the rest are multiples of min, so no lane
+// sum cancels to a subnormal (tests/test_subnormal.cpp's kind 4 found
+// sa_softmax_backward's P doing so, double); the sum's absolute error grows
+// by at most n times that cut.
 template <class A, class T, class F, class O = no_output>
 double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f, const O& o = {}) noexcept {
   if constexpr (dot_in_double_v<A, T>) {
@@ -250,7 +254,15 @@ double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f, const O
     }
     return total.value();
   } else {
-    return sum_of_pairs<A>(a, b, n, f, o);
+    using B = xsimd::batch<T, A>;
+    const B cut(std::numeric_limits<T>::min() * static_cast<T>(std::uint64_t(1) << exp_constants<T>::mantissa_bits));
+    return sum_of_pairs<A>(
+        a, b, n,
+        [&](B va, B vb) SMAX_LAMBDA_INLINE {
+          const B v = f(va, vb);
+          return xsimd::select(xsimd::abs(v) >= cut, v, B(T(0)));
+        },
+        o);
   }
 }
 

@@ -265,12 +265,17 @@ bool sa_two_pass_sum(const T* x, std::size_t n, bool normalized, double& s, T& E
 // output stays below 2^-124). Pass 3: y = u / (2^99 sum e^x 2^-E), normal
 // or +0. The powers of two change no bit of a normal output. False
 // (nothing written) where m is beyond split_limit (or not finite), a bound
-// is infinite or R exceeds 2^100: the caller's general path takes those.
+// is infinite, R lies outside [1, 2^100] or n exceeds 2^24: the caller's
+// general path takes those.
 template <class A, class T>
 bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcept {
   using B = xsimd::batch<T, A>;
   using F = sa_factor<A, T>;
   constexpr double lift = 0x1p99, drop = 0x1p-100;
+  // (the sum of e^x 2^-E is at most 1.42 n: pass 3's factor 2^-99 / sum
+  // stays normal to n = 2^24; the ISAs that never take two passes (SSE2,
+  // NEON) send longer rows to the general path)
+  if (n > (std::size_t(1) << 24)) return false;
   T m, mn = T(0);
   if (normalized)
     reduce_max_min<A>(x, n, m, mn);
@@ -278,7 +283,9 @@ bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcep
     m = reduce_max<A>(x, n);
   if (!use_split(m)) return false;  // (also inf and NaN)
   const F g(normalized, std::min(mn, T(0)), std::max(m, T(0)));
-  if (normalized && !(g.mode == F::finite && g.inv >= static_cast<T>(drop))) return false;
+  // (R in [1, 2^100]: below 1, sa_factor's capped h on a range under
+  // 2^-100, the lift 2^99 / R could overflow the terms or their sum)
+  if (normalized && !(g.mode == F::finite && g.inv >= static_cast<T>(drop) && g.inv <= T(1))) return false;
   const double inv_range = normalized ? static_cast<double>(g.inv) : 1.0;
   double r;
   const T E = ref_exponent(m, r);
