@@ -449,8 +449,9 @@ void sa_reload_edges() {
     rows.push_back(x);
   }
   rows.push_back(row(0, 1e-30));  // range below 1 (the factor's scaling)
-  {  // the max at +-split_limit itself
+  {  // the max at +-split_limit itself (float's; double's is 2^20)
     std::vector<T> x = row(4090, 3);
+    for (auto& v : x) v = std::min(v, T(4096));
     x[7] = T(4096);
     rows.push_back(x);
     x = row(-4100, 3);
