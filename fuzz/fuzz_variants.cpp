@@ -288,7 +288,9 @@ void fuzz_backward(smax_fuzz::stream& in, const std::vector<T>& x, std::size_t o
   const ld big = std::numeric_limits<T>::max();
   // factor[i]: what multiplies the dot product sum dy y in dx_i. That sum is
   // formed from products rounded in T (documented): each is off by up to
-  // half the smallest subnormal, which factor[i] can amplify.
+  // half the smallest subnormal, or, in double, dropped below 2^52 times
+  // the smallest normal (dot_normal's mul_summable: no lane sum subnormal),
+  // which factor[i] can amplify.
   std::vector<ld> ref(n), scale(n), factor(n, 0);
   if (!softpick) {
     ld S = 0, D = 0, Dabs = 0;
@@ -336,7 +338,9 @@ void fuzz_backward(smax_fuzz::stream& in, const std::vector<T>& x, std::size_t o
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (!(scale[i] < big / 4)) continue;  // overflow is a right answer there
-    const ld product_rounding = factor[i] * static_cast<ld>(n) * std::numeric_limits<T>::denorm_min();
+    const ld product_drop = sizeof(T) == 8 ? std::ldexp(static_cast<ld>(std::numeric_limits<T>::min()), 52)
+                                           : static_cast<ld>(std::numeric_limits<T>::denorm_min());
+    const ld product_rounding = factor[i] * static_cast<ld>(n) * product_drop;
     if (std::fabs(got[i] - ref[i]) > 64 * eps_of<T>() * scale[i] + 4 * std::numeric_limits<T>::min() + product_rounding)
     {
       char buf[200];
