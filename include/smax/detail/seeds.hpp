@@ -315,7 +315,8 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   if (n == 0) return;
   if (!automatic_takes_two_pass<A, T>(n) && sa_softmax_reload<A>(x, y, n, normalized)) return;
   // Two reads: two_pass_sum (also taking min and max), then the fused write.
-  // (Out of cache, and the normalized form: the same path in place or not.)
+  // (Out of cache, and the rows the reload declines: the same path in place
+  // or not.)
   double s;
   T Emax, lo, hi;
   const bool ok = sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi);
