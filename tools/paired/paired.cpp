@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
          [&] { smax::sa_softmax_backward(A{}, x, y, dy, dx, n, true); });
   report("ssmax", [&] { smax::ssmax(A{}, x, y, n, 0.43f, 0.f); });
   report("sigmoid_attention", [&] { smax::sigmoid_attention(A{}, x, y, n, -8.f); });
+  report("stablemax", [&] { smax::stablemax(A{}, x, y, n); });
+  report("log_stablemax", [&] { smax::log_stablemax(A{}, x, y, n); });
+  report("stablemax_backward", [&] { smax::stablemax_backward(A{}, x, dy, dx, n); });
   std::free(block);
   return 0;
 }
