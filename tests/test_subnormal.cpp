@@ -95,6 +95,41 @@ std::vector<T> wide_logits(std::size_t n, int kind, std::uint64_t seed) {
   std::mt19937_64 g(seed);
   std::uniform_real_distribution<double> d(-w, w);
   std::vector<T> x(n);
+  if (kind == 9) {  // kind 5 beside one tiny negative logit (sa_factor's careful rows)
+    x = wide_logits<T>(n, 5, seed);
+    x[n / 3] = static_cast<T>(-1.5) * std::numeric_limits<T>::min();
+    return x;
+  }
+  if (kind == 10) {  // |normal(0, 1)| 2^-120 / 2^-1000: a range below 2^-100 (h capped)
+    x = smax_test::normal<T>(n, 1.0, seed);
+    for (auto& v : x) {  // (no subnormal input: those below become 0)
+      v = std::ldexp(std::fabs(v), sizeof(T) == 4 ? -120 : -1000);
+      if (v < std::numeric_limits<T>::min()) v = T(0);
+    }
+    return x;
+  }
+  if (kind == 7) {  // normal(0, 20) / 256: a range below 1 (sa_factor's h > 1)
+    x = smax_test::normal<T>(n, 20.0, seed);
+    for (auto& v : x) v = std::ldexp(v, -8);
+    return x;
+  }
+  if (kind == 8) {  // kind 2 beside one logit at max / 2
+    x = wide_logits<T>(n, 2, seed);
+    x[n / 3] = std::numeric_limits<T>::max() / 2;
+    return x;
+  }
+  if (kind == 5 || kind == 6) {
+    // Kind 5: kind 2's magnitudes (no negative logit: sa_softmax's lower
+    // bound is 0, so g = x / max for the entries near 0). Kind 6: kind 2
+    // beside one logit at -max / 2 (a range beyond 2^126 / 2^1022: 1 / range
+    // is below the normal range).
+    x = wide_logits<T>(n, 2, seed);
+    if (kind == 5)
+      for (auto& v : x) v = std::fabs(v);
+    else
+      x[n / 3] = -std::numeric_limits<T>::max() / 2;
+    return x;
+  }
   if (kind >= 2) {
     // Near zero (normal numbers down to the smallest, either sign) beside
     // large logits: terms of x near 0 scaled against a large reference
@@ -124,51 +159,97 @@ bool is_subnormal(T v) {
   return v != T(0) && std::fabs(v) < std::numeric_limits<T>::min();
 }
 
+// Every function of `calls` on `kind`'s logits of length n, on every ISA.
 template <class T>
-void check_all() {
+void check_rows(const smax_test::family<T>& calls, int kind, std::size_t n) {
+  const std::vector<T> x = wide_logits<T>(n, kind, 1000 + n + kind);
+  std::vector<T> dy = smax_test::normal<T>(n, 1.0, 77 + n);
+  for (std::size_t i = 0; i < n; i += 7) dy[i] = T(0);
   for (const std::string& isa : smax_test::isas()) {
     smax_test::use_isa scope(isa);
-    for (int kind = 0; kind < 5; ++kind) {
-      // (under a size cap, QEMU and ASan, 16K for the larger size)
-      const std::size_t large = smax_test::max_n() < (std::size_t(1) << 20) ? 16388 : 65540;
-      for (std::size_t n : {std::size_t(4100), large}) {
-        const std::vector<T> x = wide_logits<T>(n, kind, 1000 + n + kind);
-        std::vector<T> dy = smax_test::normal<T>(n, 1.0, 77 + n);
-        for (std::size_t i = 0; i < n; i += 7) dy[i] = T(0);
-        for (const auto& k : smax_test::every_function<T>()) {
-          CAPTURE(isa, k.name, kind, n);
-          std::vector<T> ieee(n), flushed(n);
-          {
-            const subnormal_flags flag(std::getenv("SMAX_TEST_SUBNORMAL_TRAP") != nullptr);
-            k.run(x.data(), dy.data(), ieee.data(), n);
-            if (flag.raised())
-              FAIL_CHECK("reads or forms a subnormal: " << isa << " " << k.name << " kind " << kind << " n " << n);
-          }
-          std::size_t n_sub = 0, n_small = 0;
-          for (T v : ieee) {
-            n_sub += is_subnormal(v);
-            n_small += (v != T(0) && std::fabs(v) < T(1e-30));
-          }
-          CHECK(n_sub == 0);
-          if (have_ftz) {
-            {
-              fp_flush_scope ftz(true);
-              k.run(x.data(), dy.data(), flushed.data(), n);
-            }
-            std::size_t diff = 0;
-            for (std::size_t i = 0; i < n; ++i) diff += std::memcmp(&ieee[i], &flushed[i], sizeof(T)) != 0;
-            CHECK(diff == 0);
-          }
+    for (const auto& k : calls) {
+      CAPTURE(isa, k.name, kind, n);
+      std::vector<T> ieee(n), flushed(n);
+      {
+        const subnormal_flags flag(std::getenv("SMAX_TEST_SUBNORMAL_TRAP") != nullptr);
+        k.run(x.data(), dy.data(), ieee.data(), n);
+        if (flag.raised())
+          FAIL_CHECK("reads or forms a subnormal: " << isa << " " << k.name << " kind " << kind << " n " << n);
+      }
+      std::size_t n_sub = 0;
+      for (T v : ieee) n_sub += is_subnormal(v);
+      CHECK(n_sub == 0);
+      if (have_ftz) {
+        {
+          fp_flush_scope ftz(true);
+          k.run(x.data(), dy.data(), flushed.data(), n);
         }
+        std::size_t diff = 0;
+        for (std::size_t i = 0; i < n; ++i) diff += std::memcmp(&ieee[i], &flushed[i], sizeof(T)) != 0;
+        CHECK(diff == 0);
       }
     }
   }
+}
+
+// Open (docs/guarantees.md): stablemax's s(x) = 1 / (1 - x) and the
+// backward's quotients are formed below the normal range for |x| beyond
+// 2^126 (kind 6: -FLT_MAX / 2; kind 8: +FLT_MAX / 2); guarding them cost
+// stablemax 15% on ordinary logits (AMD EPYC Zen 5, AVX-512, 2026-12-04).
+// Open too: on kind 10 (float logits all below 2^-100) softmax/online and
+// the option and attention-row forms of softmax, log_softmax and
+// softmax_backward form a subnormal (found 2026-12-04, not yet traced);
+// kind 10 runs sa_softmax, whose capped factor it is there for, and the
+// rest of the family but those.
+template <class T>
+bool open_exception(const smax_test::family_call<T>& c, int kind) {
+  if ((kind == 6 || kind == 8) && c.name.find("stablemax") != std::string::npos) return true;
+  return kind == 10 && sizeof(T) == 4 &&
+         (c.name == "softmax/online" || c.name.find("(options)") != std::string::npos ||
+          c.name.find("(attention rows)") != std::string::npos);
+}
+
+template <class T>
+void check_all() {
+  const auto calls = smax_test::every_function<T>();
+  for (int kind = 0; kind < 11; ++kind) {
+    auto kept = calls;
+    kept.erase(std::remove_if(kept.begin(), kept.end(), [&](const smax_test::family_call<T>& c) { return open_exception(c, kind); }),
+               kept.end());
+    REQUIRE(kept.size() + ((kind == 6 || kind == 8) ? 3 : 0) + (kind == 10 && sizeof(T) == 4 ? 7 : 0) ==
+            calls.size());
+    // (under a size cap, QEMU and ASan, 16K for the larger size)
+    const std::size_t large = smax_test::max_n() < (std::size_t(1) << 20) ? 16388 : 65540;
+    for (std::size_t n : {std::size_t(4100), large}) check_rows<T>(kept, kind, n);
+  }
+}
+
+// The rows past the cache (32 MiB: sa_softmax's general path, which the
+// in-cache reload leaves to the rows it declines; every CPU's two-pass
+// threshold lies below, but SSE2 takes the reload there) on the kinds that
+// reach its factor's edges.
+template <class T>
+void check_past_cache() {
+  const std::size_t n = (std::size_t(32) << 20) / sizeof(T) + 3;
+  if (smax_test::max_n() < n) {
+    WARN("SKIPPED: n = " << n << " is above SMAX_TEST_MAX_N = " << smax_test::max_n());
+    return;
+  }
+  auto calls = smax_test::every_function<T>();
+  calls.erase(std::remove_if(calls.begin(), calls.end(),
+                             [](const smax_test::family_call<T>& c) { return c.name.find("sa_softmax") == std::string::npos; }),
+              calls.end());
+  REQUIRE(calls.size() == 4);
+  for (int kind : {5, 6}) check_rows<T>(calls, kind, n);
 }
 
 }  // namespace
 
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (float)", "[subnormal]") { check_all<float>(); }
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (double)", "[subnormal]") { check_all<double>(); }
+TEMPLATE_TEST_CASE("no subnormal output past the cache: sa_softmax", "[subnormal][large]", float, double) {
+  check_past_cache<TestType>();
+}
 
 // The accuracy contract on such logits: outputs above 1e-30 within the
 // per-element bound against long double, the rest (0 included) within 1e-30

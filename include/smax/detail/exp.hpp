@@ -442,6 +442,25 @@ SMAX_INLINE xsimd::batch<T, A> mul_where(xsimd::batch_bool<T, A> keep, xsimd::ba
   return xsimd::select(keep, a, xsimd::batch<T, A>(T(0))) * b;
 }
 
+// a * b - c where `keep`; the other lanes are never computed on AVX-512
+// (+0 there) and are computed on `other` elsewhere, which the caller picks
+// so that no subnormal is formed (what those lanes hold is the caller's to
+// discard, e.g. by a mul_where on the same mask).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> fms_where(xsimd::batch_bool<T, A> keep, xsimd::batch<T, A> a, xsimd::batch<T, A> b,
+                                         xsimd::batch<T, A> c, xsimd::batch<T, A> other) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    (void)other;
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_maskz_fmsub_ps(keep.data, a, b, c);
+    else
+      return _mm512_maskz_fmsub_pd(keep.data, a, b, c);
+  }
+#endif
+  return xsimd::fms(xsimd::select(keep, a, other), b, c);
+}
+
 // a * b, or +0 where it may lie below 2^mantissa_bits times the smallest
 // normal number (float 2^-103, double 2^-970; judged by the exponents, so
 // some up to twice that are dropped too): every kept product is a multiple

@@ -172,13 +172,23 @@ bool with_softmax_term(const T* x, std::size_t n, T m, F&& f) {
 // limit of x e^x), or the normalized (x - lo) / (hi - lo), taken in its
 // limits where lo or hi is infinite (1 for finite x when lo = -inf, 1 at
 // x = +inf and 0 elsewhere when hi = +inf) and 0 when hi = lo (x all 0:
-// the formula is 0/0). Where hi - lo overflows, both are halved first;
-// where it is below 1, both are scaled up by a power of two.
+// the formula is 0/0). Normalized, x and lo are scaled by a power of two h
+// first, so that the range (hi - lo) h lies in [1, 2^65] (or below 1 where
+// h is capped: hi - lo under 2^-100, double 2^-996), its inverse normal; and g is
+// +0 where it would be below 2^-100 (outputs below 1e-30), so that g is
+// never formed below the normal range. Where h >= 1 and lo is 0 or at
+// most -2^-100, the numerator c = x h - lo h is 0 or normal for every x
+// (x - lo is then a multiple of ulp(lo) / 2 or above |lo| / 2): the cut is on c
+// (mode finite: one compare and a masked multiply more than the bare
+// formula). Otherwise (mode careful: a range beyond 2^64, h < 1, or a tiny
+// negative lo) the cut is on x and c is formed only where it holds.
 template <class A, class T>
 struct sa_factor {
   using B = xsimd::batch<T, A>;
-  enum kind { plain, finite, lo_inf, hi_inf } mode = plain;
-  T h = T(1), loh = T(0), inv = T(0);  // g = (x h - lo h) inv; dg/dx = h inv
+  enum kind { plain, finite, careful, lo_inf, hi_inf } mode = plain;
+  // g = c inv, c = x h - lo h, where c >= cut_c (finite) or x >= cut
+  // (careful), else 0; dg/dx = h inv
+  T h = T(1), loh = T(0), inv = T(0), cut = T(0), cut_c = T(0), top = T(0);
 
   sa_factor(bool normalized, T lo, T hi) noexcept {
     constexpr T inf = std::numeric_limits<T>::infinity();
@@ -190,20 +200,54 @@ struct sa_factor {
     } else {
       mode = finite;
       const T raw = hi - lo;
-      if (!is_finite(raw)) {
-        h = T(0.5);
+      if (!is_finite(raw) || raw > T(0x1p64)) {
+        mode = careful;
+        h = T(0x1p-64);
       } else if (raw > T(0) && raw < T(1)) {
-        // A tiny range (subnormal x) would overflow 1 / range: scale x by a
-        // power of two first (exact; |x| <= range, so x h stays below 2).
+        // (exact; |x| <= range, so x h stays below 2)
         const int cap = std::numeric_limits<T>::max_exponent - 28;
         h = std::ldexp(T(1), std::min(-std::ilogb(raw), cap));
       }
-      const T range = hi * h - lo * h;
-      loh = lo * h;
+      const long double lo_l = lo, hi_l = hi, tiny = std::numeric_limits<T>::min();  // (x86: no overflow, no subnormal)
+      loh = std::fabs(lo_l * h) < tiny ? T(0) : static_cast<T>(lo_l * h);
+      // (hi h is dropped where subnormal (h < 1): beside |lo h| >= 2^63 it
+      // cannot move the rounded range)
+      const T hih = h >= T(1) || hi >= std::numeric_limits<T>::min() / h ? hi * h : T(0);
+      const T range = hih - loh;
       inv = range > T(0) ? T(1) / range : T(0);
+      top = hih > T(0) ? hi : T(0);
+      // g >= 2^-100 exactly where x - lo >= (hi - lo) 2^-100; below the
+      // smallest normal the cut is lo (then every x - lo is 0 or a
+      // multiple of the smallest subnormal, times h >= 2^26: normal).
+      const long double c = lo_l + (hi_l * 0x1p-100L - lo_l * 0x1p-100L);
+      cut = (hi_l - lo_l) * 0x1p-100L < tiny ? lo : std::fabs(c) < tiny ? T(0) : static_cast<T>(c);
+      cut_c = static_cast<T>(std::max(static_cast<long double>(range) * 0x1p-100L, tiny));
+      if (lo < T(0) && lo > -T(0x1p-100)) mode = careful;
     }
   }
-  T slope() const noexcept { return mode == finite ? h * inv : T(0); }
+  // h inv, or 0 where that is below the normal range (hi - lo beyond
+  // 2^126 / 2^1022: the slope's share of any result is below min |dy|)
+  T slope() const noexcept {
+    return is_finite_range() && (h >= T(1) || inv >= std::numeric_limits<T>::min() / h) ? h * inv : T(0);
+  }
+  bool is_finite_range() const noexcept { return mode == finite || mode == careful; }
+
+  // x h - lo h for the lanes of keep (x >= cut; normal there), 0 or a
+  // normal number elsewhere. With h < 1, x h is taken as 0 where it would
+  // be subnormal (|x| < 2^-62: a kept lane then has |lo h| >= 2^-100, the
+  // error is within an ulp of g).
+  SMAX_INLINE B careful_numerator(xsimd::batch_bool<T, A> keep, B v) const noexcept {
+    if (h < T(1)) v = xsimd::select(xsimd::abs(v) >= B(std::numeric_limits<T>::min() / h), v, B(T(0)));
+    return fms_where<A, T>(keep, v, B(h), B(loh), B(top));
+  }
+
+  // dg/dx + g(x), the backward's factor, given slope_v = slope(): in mode
+  // finite (c + h) inv, at least h inv (normal: hi - lo <= 2^64), one
+  // rounding fewer than h inv + c inv and with no compare
+  SMAX_INLINE B slope_plus(B v, B slope_v) const noexcept {
+    if (mode == finite) return (xsimd::fms(v, B(h), B(loh)) + B(h)) * B(inv);
+    return slope_v + (*this)(v);
+  }
 
   SMAX_INLINE B operator()(B v) const noexcept {
     constexpr T inf = std::numeric_limits<T>::infinity();
@@ -214,8 +258,14 @@ struct sa_factor {
         return xsimd::select(v == B(-inf), B(T(0)), B(T(1)));
       case hi_inf:
         return xsimd::select(v == B(inf), B(T(1)), B(T(0)));
-      default:
-        return (v * B(h) - B(loh)) * B(inv);
+      case finite: {
+        const B c = xsimd::fms(v, B(h), B(loh));
+        return mul_where<A, T>(c >= B(cut_c), c, B(inv));
+      }
+      default: {  // careful
+        const auto keep = v >= B(cut);
+        return mul_where<A, T>(keep, careful_numerator(keep, v), B(inv));
+      }
     }
   }
 };
@@ -265,7 +315,9 @@ bool sa_two_pass_sum(const T* x, std::size_t n, bool normalized, double& s, T& E
 // output stays below 2^-124). Pass 3: y = u / (2^99 sum e^x 2^-E), normal
 // or +0. The powers of two change no bit of a normal output. False
 // (nothing written) where m is beyond split_limit (or not finite), a bound
-// is infinite, R lies outside [1, 2^100] or n exceeds 2^24: the caller's
+// is infinite, R lies outside [1, 2^64] (hi - lo beyond 2^64 or below
+// 2^-100), the min is a tiny negative number (sa_factor's mode careful)
+// or n exceeds 2^24: the caller's
 // general path takes those.
 template <class A, class T>
 bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcept {
@@ -283,7 +335,7 @@ bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcep
     m = reduce_max<A>(x, n);
   if (!use_split(m)) return false;  // (also inf and NaN)
   const F g(normalized, std::min(mn, T(0)), std::max(m, T(0)));
-  // (R in [1, 2^100]: below 1, sa_factor's capped h on a range under
+  // (R in [1, 2^64]: below 1, sa_factor's capped h on a range under
   // 2^-100, the lift 2^99 / R could overflow the terms or their sum)
   if (normalized && !(g.mode == F::finite && g.inv >= static_cast<T>(drop) && g.inv <= T(1))) return false;
   const double inv_range = normalized ? static_cast<double>(g.inv) : 1.0;
@@ -294,7 +346,7 @@ bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcep
   const B cut(static_cast<T>(drop / inv_range)), nearv(near), h(g.h), loh(g.loh);
   const auto store_cu = [=](B v, B t) SMAX_LAMBDA_INLINE {
     if (normalized) {
-      const B c = xsimd::fms(v, h, loh);  // >= 0
+      const B c = xsimd::fms(v, h, loh);  // >= 0, and 0 or normal (mode finite)
       return mul_where<A, T>(c >= cut, c, t);
     }
     return mul_where<A, T>((xsimd::abs(v) >= cut) & (v >= nearv), v, t);
@@ -364,7 +416,7 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
   const sa_factor<A, T> g(normalized, lo, hi);
   // The entries lo and hi are (first occurrences), before dx overwrites x.
   std::size_t imin = n, imax = n;
-  if (normalized && g.mode == sa_factor<A, T>::finite) {
+  if (normalized && g.is_finite_range()) {
     if (lo < T(0)) imin = first_index_of<A>(x, n, lo);
     if (hi > T(0)) imax = first_index_of<A>(x, n, hi);
   }
@@ -372,8 +424,7 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
   double P = 0;
   const auto run = [&](auto&& term) {
     const auto gradient = [=](B v, B d) {
-      const B gv = g(v);
-      const B a = normalized ? xsimd::fms(d, slope + gv, Dv) : xsimd::fms(d, gv + B(T(1)), Dv);
+      const B a = normalized ? xsimd::fms(d, g.slope_plus(v, slope), Dv) : xsimd::fms(d, g(v) + B(T(1)), Dv);
       return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
     };
     // (normalized: P = sum dy p in the pass that writes dx, from the same loads)
@@ -387,7 +438,7 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
     run(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
   else if (!with_softmax_term<A>(x, n, m, run))
     return fill(dx, n, nan);
-  const double R = g.mode == sa_factor<A, T>::finite ? 1.0 / static_cast<double>(g.slope()) : 0.0;
+  const double R = g.slope() > T(0) ? 1.0 / static_cast<double>(g.slope()) : 0.0;
   // (rounded to T with no subnormal: 0 below the normal range)
   if (imin < n && g.slope() > T(0)) dx[imin] = to_normal<T>(dx[imin] + (D - P) / R);
   if (imax < n && g.slope() > T(0)) dx[imax] = to_normal<T>(dx[imax] - D / R);
