@@ -189,6 +189,10 @@ struct sa_factor {
   // g = c inv, c = x h - lo h, where c >= cut_c (finite) or x >= cut
   // (careful), else 0; dg/dx = h inv
   T h = T(1), loh = T(0), inv = T(0), cut = T(0), cut_c = T(0), top = T(0);
+  // The smallest |x| whose x h is normal where h < 1 (h is 2^-64 there), 0
+  // where h >= 1. (A constant, not min / h: compilers evaluate both arms of
+  // a scalar select, and min / h with h > 1 would be formed.)
+  T small_x = T(0);
 
   sa_factor(bool normalized, T lo, T hi) noexcept {
     constexpr T inf = std::numeric_limits<T>::infinity();
@@ -203,6 +207,7 @@ struct sa_factor {
       if (!is_finite(raw) || raw > T(0x1p64)) {
         mode = careful;
         h = T(0x1p-64);
+        small_x = std::numeric_limits<T>::min() * T(0x1p64);
       } else if (raw > T(0) && raw < T(1)) {
         // (exact; |x| <= range, so x h stays below 2)
         const int cap = std::numeric_limits<T>::max_exponent - 28;
@@ -212,7 +217,7 @@ struct sa_factor {
       loh = std::fabs(lo_l * h) < tiny ? T(0) : static_cast<T>(lo_l * h);
       // (hi h is dropped where subnormal (h < 1): beside |lo h| >= 2^63 it
       // cannot move the rounded range)
-      const T hih = h >= T(1) || hi >= std::numeric_limits<T>::min() / h ? hi * h : T(0);
+      const T hih = hi >= small_x ? std::max(hi, small_x) * h : T(0);
       const T range = hih - loh;
       inv = range > T(0) ? T(1) / range : T(0);
       top = hih > T(0) ? hi : T(0);
@@ -228,7 +233,7 @@ struct sa_factor {
   // h inv, or 0 where that is below the normal range (hi - lo beyond
   // 2^126 / 2^1022: the slope's share of any result is below min |dy|)
   T slope() const noexcept {
-    return is_finite_range() && (h >= T(1) || inv >= std::numeric_limits<T>::min() / h) ? h * inv : T(0);
+    return is_finite_range() && inv >= small_x ? h * std::max(inv, small_x) : T(0);
   }
   bool is_finite_range() const noexcept { return mode == finite || mode == careful; }
 
@@ -237,7 +242,7 @@ struct sa_factor {
   // be subnormal (|x| < 2^-62: a kept lane then has |lo h| >= 2^-100, the
   // error is within an ulp of g).
   SMAX_INLINE B careful_numerator(xsimd::batch_bool<T, A> keep, B v) const noexcept {
-    if (h < T(1)) v = xsimd::select(xsimd::abs(v) >= B(std::numeric_limits<T>::min() / h), v, B(T(0)));
+    if (h < T(1)) v = xsimd::select(xsimd::abs(v) >= B(small_x), v, B(T(0)));
     return fms_where<A, T>(keep, v, B(h), B(loh), B(top));
   }
 
