@@ -72,10 +72,13 @@ run_fn<T> after_forward(Forward forward, Backward backward) {
 }
 
 // softmax_options with every option active that a single row takes.
+// (A scale below 1 forms x scale below the normal range for x within
+// FLT_MIN / scale of 0, as docs/guarantees.md states: the "unit scale"
+// forms are the ones test_subnormal runs on such logits.)
 template <class T>
-smax::softmax_options<T> some_options(std::size_t n) {
+smax::softmax_options<T> some_options(std::size_t n, T scale = T(0.7)) {
   smax::softmax_options<T> so;
-  so.scale = T(0.7);
+  so.scale = scale;
   so.softcap = T(60);
   so.length = n > 3 ? n - 3 : n;
   so.sink = T(1.5);
@@ -325,6 +328,8 @@ template <class T>
 void family_calls_softmax_opts(family<T>& f) {
   add_typed<T>(f, "softmax (options)",
                [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n, some_options<T>(n)); });
+  add_typed<T>(f, "softmax (options, unit scale)",
+               [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n, some_options<T>(n, T(1))); });
   // (no sink: the sum can be below 1, the normalizing cut with it)
   add_typed<T>(f, "softmax (length)", [](const T* x, const T*, T* y, std::size_t n) {
     smax::softmax_options<T> so;
@@ -336,6 +341,8 @@ template <class T>
 void family_calls_log_softmax_opts(family<T>& f) {
   add_typed<T>(f, "log_softmax (options)",
                [](const T* x, const T*, T* y, std::size_t n) { d::log_softmax(x, y, n, some_options<T>(n)); });
+  add_typed<T>(f, "log_softmax (options, unit scale)",
+               [](const T* x, const T*, T* y, std::size_t n) { d::log_softmax(x, y, n, some_options<T>(n, T(1))); });
 }
 template <class T>
 void family_calls_softmax_backward_opts(family<T>& f) {
@@ -344,6 +351,12 @@ void family_calls_softmax_backward_opts(family<T>& f) {
                                 [](const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
                                   d::softmax_backward(x, y, dy, dx, n, some_options<T>(n));
                                 }));
+  add_typed<T>(
+      f, "softmax_backward (options, unit scale)",
+      after_forward<T>([](const T* x, T* y, std::size_t n) { d::softmax(x, y, n, some_options<T>(n, T(1))); },
+                       [](const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
+                         d::softmax_backward(x, y, dy, dx, n, some_options<T>(n, T(1)));
+                       }));
 }
 // Attention rows with every option: 2 heads of 2 query rows, a 2-row mask
 // (-inf entries among them), ALiBi slopes from max_bias, causal lengths,
@@ -353,10 +366,10 @@ struct attention_case {
   std::vector<T> mask;
   T sinks[2] = {T(1.5), T(-1)};
   smax::attention_options<T> o;
-  explicit attention_case(std::size_t cols) : mask(2 * cols) {
+  attention_case(std::size_t cols, T scale) : mask(2 * cols) {
     for (std::size_t i = 0; i < mask.size(); ++i)
       mask[i] = i % 7 == 3 ? -std::numeric_limits<T>::infinity() : -static_cast<T>(i % 5);
-    o.scale = T(0.7);
+    o.scale = scale;
     o.softcap = T(60);
     o.mask = smax::matrix_view<const T>(mask.data(), 2, cols);
     o.lengths = smax::causal(static_cast<std::ptrdiff_t>(cols / 2));
@@ -366,28 +379,35 @@ struct attention_case {
   }
   attention_case(const attention_case&) = delete;
 };
+// The attention rows at scale 0.7, and at 1 (some_options says why).
+template <class T, class F>
+void add_attention_scales(family<T>& f, const std::string& name, F call) {
+  for (const T scale : {T(0.7), T(1)})
+    add_typed<T>(f, name + (scale == T(1) ? " (attention rows, unit scale)" : " (attention rows)"),
+                 [scale, call](const T* x, const T* dy, T* out, std::size_t n) { call(x, dy, out, n, scale); });
+}
 template <class T>
 void family_calls_batched_softmax_attention(family<T>& f) {
-  add_typed<T>(f, "softmax (attention rows)", [](const T* x, const T*, T* y, std::size_t n) {
+  add_attention_scales<T>(f, "softmax", [](const T* x, const T*, T* y, std::size_t n, T scale) {
     std::fill(y, y + n, T(0));
-    const attention_case<T> c(n / 4);
+    const attention_case<T> c(n / 4, scale);
     d::softmax(rows_of(x, n), rows_of(y, n), c.o);
   });
 }
 template <class T>
 void family_calls_batched_log_softmax_attention(family<T>& f) {
-  add_typed<T>(f, "log_softmax (attention rows)", [](const T* x, const T*, T* y, std::size_t n) {
+  add_attention_scales<T>(f, "log_softmax", [](const T* x, const T*, T* y, std::size_t n, T scale) {
     std::fill(y, y + n, T(0));
-    const attention_case<T> c(n / 4);
+    const attention_case<T> c(n / 4, scale);
     d::log_softmax(rows_of(x, n), rows_of(y, n), c.o);
   });
 }
 template <class T>
 void family_calls_batched_softmax_backward_attention(family<T>& f) {
-  add_typed<T>(f, "softmax_backward (attention rows)", [](const T* x, const T* dy, T* dx, std::size_t n) {
+  add_attention_scales<T>(f, "softmax_backward", [](const T* x, const T* dy, T* dx, std::size_t n, T scale) {
     std::vector<T> y(n, T(0));
     std::fill(dx, dx + n, T(0));
-    const attention_case<T> c(n / 4);
+    const attention_case<T> c(n / 4, scale);
     d::softmax(rows_of(x, n), rows_of(y.data(), n), c.o);
     d::softmax_backward(rows_of(x, n), rows_of(static_cast<const T*>(y.data()), n), rows_of(dy, n), rows_of(dx, n),
                         c.o);

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   auto report = [&](const char* name, auto&& f) { std::printf("%s %.4f\n", name, median_ns_per_elem(n, f)); };
   report("softmax(auto)", [&] { smax::softmax(A{}, x, y, n); });
   report("softmax(two_pass)", [&] { smax::softmax(A{}, x, y, n, smax::algorithm::two_pass); });
+  report("softmax(online)", [&] { smax::softmax(A{}, x, y, n, smax::algorithm::online); });
   report("softmax(scale)", [&] { smax::softmax(A{}, x, y, n, scaled); });
   report("softmax(scale,cap)", [&] { smax::softmax(A{}, x, y, n, capped); });
   report("log_softmax", [&] { smax::log_softmax(A{}, x, y, n); });

@@ -172,6 +172,7 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
   using C = exp_constants<T>;
   constexpr T slack = T(16);
   const B floor(-L::limit);
+  const B tiny_ref(std::ldexp(T(1), std::numeric_limits<T>::min_exponent - 1 + C::mantissa_bits));
   const auto make_exp = [](B r) {
     const B kr = round_to_int<A, T>(r * B(C::log2e));
     return E(r, kr, cody_waite<A, T>(r, kr));
@@ -191,7 +192,11 @@ SMAX_FLATTEN void softmax_online(const T* x, T* y, std::size_t n) noexcept {
     const B cm = xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3]));
     vmax = xsimd::max(vmax, cm);
     // The factor is e^(ref - new ref), exactly 1 where unchanged.
-    move_reference<A, T>(cm > ref + B(slack), cm, ref, acc, total, [&](B old, B next) {
+    // (a chunk max below 2^-103 in magnitude, double 2^-970, becomes a
+    // reference of 0: x - r of two such values could be subnormal, while the
+    // ulps of any larger r keep every x - r 0 or normal)
+    const B candidate = xsimd::select(xsimd::abs(cm) < tiny_ref, B(T(0)), cm);
+    move_reference<A, T>(cm > ref + B(slack), candidate, ref, acc, total, [&](B old, B next) {
       ex = make_exp(next);
       return ex(old);
     });

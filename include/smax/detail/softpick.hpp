@@ -280,7 +280,9 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
   constexpr double min_normal = static_cast<double>(std::numeric_limits<T>::min());
   const double r = emax <= softpick_e_normal<T> ? std::ldexp(den, static_cast<int>(emax)) : 0.0;
   if (emax <= softpick_e_normal<T> && r <= 0x1p-4 / min_normal) {
-    const B cut = xsimd::max(B(static_cast<T>(r >= 0.4 ? 2.5 * r * min_normal : 0.0)), ref.cut);
+    // (max(r, 0.4) in both arms: clang evaluates both, and 2.5 r min_normal
+    // of a smaller r is subnormal)
+    const B cut = xsimd::max(B(static_cast<T>(r >= 0.4 ? 2.5 * std::max(r, 0.4) * min_normal : 0.0)), ref.cut);
     const B invb(inv);
     map<A>(x, y, n, [=](B v) {
       const auto keep = v > cut;
