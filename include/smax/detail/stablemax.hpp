@@ -4,12 +4,15 @@
 // map is not shift-invariant, so nothing is max-subtracted.
 //
 // Out of cache the fast path reads x twice and writes y once: pass 1 sums
-// s(x) (per-lane blocks, compensated: error flat in n), pass 2 writes
-// s(x) / sum with one division (x < 0: (1/sum) / (1 - x); x >= 0:
-// (x + 1) * (1/sum)). It is exact to rounding while the sum lies in
-// [sum_lo, sum_hi]: below sum_hi no partial sum overflowed and 1/sum is a
-// normal number; above sum_lo every s(x) that underflowed to a subnormal
-// (x < -2^126 in float) has an output below 1e-30 (the accuracy floor).
+// s(x) 2^k (per-lane blocks, compensated: error flat in n; the lift 2^k,
+// k = 32 float, 64 double, keeps 2^k / (1 - x) normal for every finite x
+// at no cost: the same bits, scaled, as s(x) where that is normal); pass 2
+// writes s(x) / sum with one division (x < 0: (1/sum) / (1 - x); x >= 0:
+// (x + 1) * (1/sum)), +0 where the quotient would be below the normal
+// range (never formed; not on SSE2: docs/guarantees.md). It is exact to
+// rounding while the sum lies in [sum_lo, sum_hi]: below sum_hi no partial
+// sum overflowed and 1/sum is a normal number; above sum_lo every s(x)
+// below 2^-26 sum has an output below 1e-30 (the accuracy floor).
 // Anything else (NaN, +inf, sums beyond the range: |x| near FLT_MAX, or
 // every x hugely negative) takes the robust path: the ratios
 // r_i = s(x_i) / s(m) in (0, 1] (m = max x), computed without overflow,
@@ -33,11 +36,17 @@ template <>
 struct stablemax_limits<float> {
   static constexpr double sum_lo = 0x1p-26;
   static constexpr double sum_hi = 0x1p100;
+  // A pass 1 that sums s(x) 2^lift_exp (2^32 / (1 - x) >= 2^-96) takes
+  // lifted_sum_hi for sum_hi: the lifted sum then stays below 2^122.
+  static constexpr int lift_exp = 32;
+  static constexpr double lifted_sum_hi = 0x1p90;
 };
 template <>
 struct stablemax_limits<double> {
   static constexpr double sum_lo = 0x1p-922;
   static constexpr double sum_hi = 0x1p1000;
+  static constexpr int lift_exp = 64;
+  static constexpr double lifted_sum_hi = 0x1p930;
 };
 
 // s(x); NaN stays NaN, s(-inf) = 0, s(+inf) = +inf.
@@ -48,6 +57,52 @@ SMAX_INLINE xsimd::batch<T, A> stable_s(xsimd::batch<T, A> v) noexcept {
   return xsimd::select(v >= B(T(0)), v + one, div_<A, T>(one, one - v));
 }
 
+// s(x) 2^Lift, normal for every finite x (2^k / (1 - x) >= 2^(k - 128) for
+// float) unless it overflows; the same bits as s(x) scaled wherever s(x)
+// is normal (fma(x, c, c) rounds (x + 1) c once, c a power of two).
+template <class A, class T, int Lift = stablemax_limits<T>::lift_exp>
+SMAX_INLINE xsimd::batch<T, A> stable_s_lifted(xsimd::batch<T, A> v) noexcept {
+  using B = xsimd::batch<T, A>;
+  if constexpr (Lift == 0) {
+    return stable_s<A>(v);
+  } else {
+    const B c(std::ldexp(T(1), Lift));
+    return xsimd::select(v >= B(T(0)), xsimd::fma(v, c, c), div_<A, T>(c, B(T(1)) - v));
+  }
+}
+
+// The forward's lift: none without a fused multiply-add (SSE2), where
+// fma(x, c, c) is two instructions, and pass 2 is not guarded either.
+template <class A, class T>
+constexpr int stablemax_lift = has_fma_v<A> ? stablemax_limits<T>::lift_exp : 0;
+
+// f / d for d >= 1, or +0 where d exceeds `limit` (beyond it the quotient
+// would lie below the normal range: normal_quotient_limit): that quotient
+// is never formed. NaN stays NaN.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> div_normal(xsimd::batch<T, A> f, xsimd::batch<T, A> d, xsimd::batch<T, A> limit) noexcept {
+  using B = xsimd::batch<T, A>;
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {  // (one masked division; NaN lanes divide)
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, limit, _CMP_NGT_UQ), f, d);
+    else
+      return _mm512_maskz_div_pd(_mm512_cmp_pd_mask(d, limit, _CMP_NGT_UQ), f, d);
+  }
+#endif
+  return div_<A, T>(f, xsimd::select(d > limit, B(std::numeric_limits<T>::infinity()), d));
+}
+
+// The largest d for which f / d is normal (f > 0), or +inf where every
+// finite d is.
+template <class T>
+T normal_quotient_limit(double f) noexcept {
+  // (1 - 2^-20: below the rounding of f and of the limit itself)
+  const double l = f / static_cast<double>(std::numeric_limits<T>::min()) * (1.0 - 0x1p-20);
+  return l > static_cast<double>(std::numeric_limits<T>::max()) ? std::numeric_limits<T>::infinity()
+                                                                : static_cast<T>(l);
+}
+
 // s(x) * f in one rounding for x < 0 (f / (1 - x)).
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> stable_s_times(xsimd::batch<T, A> v, xsimd::batch<T, A> f) noexcept {
@@ -56,12 +111,17 @@ SMAX_INLINE xsimd::batch<T, A> stable_s_times(xsimd::batch<T, A> v, xsimd::batch
   return xsimd::select(v >= B(T(0)), (v + one) * f, div_<A, T>(f, one - v));
 }
 
-// Sum of s(x) when the fast path may use it, else a negative number.
+// The forward's pass 1: the sum of s(x) (summed lifted, returned
+// unlifted), or a negative number where the fast path may not use it.
 template <class A, class T>
 double stablemax_fast_sum(const T* x, std::size_t n) noexcept {
   using Lim = stablemax_limits<T>;
-  const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, [](xsimd::batch<T, A> v) { return stable_s<A>(v); });
-  return (s >= Lim::sum_lo && s <= Lim::sum_hi) ? s : -1.0;
+  using B = xsimd::batch<T, A>;
+  constexpr int lift = stablemax_lift<A, T>;
+  const double lifted =
+      sum_map<A>(x, static_cast<T*>(nullptr), n, [](B v) { return stable_s_lifted<A, T, lift>(v); });
+  const double s = std::ldexp(lifted, -lift);
+  return (s >= Lim::sum_lo && s <= (lift ? Lim::lifted_sum_hi : Lim::sum_hi)) ? s : -1.0;
 }
 
 // What the robust path found: NaN (then y is all NaN), +inf entries (they
@@ -88,18 +148,28 @@ stablemax_scan stablemax_special(const T* x, std::size_t n) noexcept {
 // Calls f(ratio) with ratio(v) = s(v) / s(m) for m = max x finite:
 //   m >= 0:  (v + 1) / (m + 1) for v >= 0,  1 / ((1 - v)(m + 1)) for v < 0
 //   m < 0:   (1 - m) / (1 - v)
-// Every form is in (0, 1] or underflows harmlessly to 0 (an output far
-// below 1e-30): no overflow for any finite x.
+// Every form is in (0, 1], or +0 where it would lie below the normal range
+// (an output far below 1e-30; never formed): no overflow for any finite x.
 template <class A, class T, class F>
 SMAX_INLINE void with_stable_ratio(T m, F&& f) {
   using B = xsimd::batch<T, A>;
-  const B one(T(1));
+  const B one(T(1)), zero(T(0));
   if (m >= T(0)) {
-    const B mp1(m + T(1)), inv_mp1(T(1) / (m + T(1)));
-    f([=](B v) { return xsimd::select(v >= B(T(0)), div_<A, T>(v + one, mp1), div_<A, T>(inv_mp1, one - v)); });
+    // (1 / (m + 1) itself below the normal range: every v < 0 gives +0;
+    // a ternary on m + 1, not on the quotient: clang evaluates both arms)
+    const T mp1_t = m + T(1);
+    const T inv_t = static_cast<T>(1.0 / std::min(static_cast<double>(mp1_t), static_cast<double>(T(1) / std::numeric_limits<T>::min())));
+    const T inv_k = mp1_t > T(1) / std::numeric_limits<T>::min() ? T(0) : inv_t;
+    const B mp1(mp1_t), inv_mp1(inv_k), small(mp1_t * std::numeric_limits<T>::min());
+    const B limit(inv_k > T(0) ? normal_quotient_limit<T>(static_cast<double>(inv_k)) : T(0));
+    f([=](B v) {
+      const B up = v + one;
+      return xsimd::select(v >= zero, div_<A, T>(xsimd::select(up >= small, up, zero), mp1),
+                           div_normal<A, T>(inv_mp1, one - v, limit));
+    });
   } else {
-    const B omm(T(1) - m);
-    f([=](B v) { return div_<A, T>(omm, one - v); });
+    const B omm(T(1) - m), limit(normal_quotient_limit<T>(static_cast<double>(T(1) - m)));
+    f([=](B v) { return div_normal<A, T>(omm, one - v, limit); });
   }
 }
 
@@ -123,8 +193,76 @@ void stablemax(const T* x, T* y, std::size_t n) noexcept {
   if (n == 0) return;
   const double s = stablemax_fast_sum<A>(x, n);
   if (s < 0) return stablemax_robust<A>(x, y, n);
-  const B inv(static_cast<T>(1.0 / s));
-  map<A>(x, y, n, [inv](B v) { return stable_s_times<A>(v, inv); });
+  const T inv_t = static_cast<T>(1.0 / s);
+  const B inv(inv_t), one(T(1));
+  // (1/sum) / (1 - x) is +0, never formed, where 1 - x exceeds `limit`
+  // (the quotient would be below the normal range).
+  const T limit = normal_quotient_limit<T>(static_cast<double>(inv_t));
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    // As many instructions as the unguarded form: x as an integer, at most
+    // lowest's bits exactly where lowest <= x <= -0 (negative floats order
+    // the other way as integers), selects the division (masked: other lanes
+    // never divide); the rest get max(x + 1, 0) / sum, which is 0 for
+    // x < -1 (-inf included).
+    using I = typename exp_constants<T>::int_type;
+    using BI = xsimd::batch<I, A>;
+    const T lowest_t = static_cast<T>(1.0 - static_cast<double>(limit));  // (-inf for limit = inf)
+    const BI lowest = xsimd::bitwise_cast<BI>(B(lowest_t == -std::numeric_limits<T>::infinity()
+                                                    ? std::numeric_limits<T>::lowest() : lowest_t));
+    const B zero(T(0));
+    // (the masked division in asm: clang turns the intrinsic into a
+    // division of every lane and a blend, which forms the subnormals)
+    return map<A>(x, y, n, [=](B v) {
+      if constexpr (std::is_same<T, float>::value) {
+        __m512 r = xsimd::max(v + one, zero) * inv;
+        const __mmask16 k = _mm512_cmple_epi32_mask(xsimd::bitwise_cast<BI>(v), lowest);
+        const __m512 d = one - v;
+#if defined(__GNUC__)
+        __asm__("vdivps %[d], %[n], %[r]%{%[k]%}" : [r] "+v"(r) : [d] "v"(d), [n] "v"(inv.data), [k] "Yk"(k));
+#else
+        r = _mm512_mask_div_ps(r, k, inv, d);
+#endif
+        return B(r);
+      } else {
+        __m512d rd = xsimd::max(v + one, zero) * inv;
+        const __mmask8 k = _mm512_cmple_epi64_mask(xsimd::bitwise_cast<BI>(v), lowest);
+        const __m512d d = one - v;
+#if defined(__GNUC__)
+        __asm__("vdivpd %[d], %[n], %[r]%{%[k]%}" : [r] "+v"(rd) : [d] "v"(d), [n] "v"(inv.data), [k] "Yk"(k));
+#else
+        rd = _mm512_mask_div_pd(rd, k, inv, d);
+#endif
+        return B(rd);
+      }
+    });
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (is_x86_avx_v<A> && !is_avx512_v<A>) {
+    // One instruction more than the unguarded form: blends on sign bits, x's
+    // own for the arm (-0 divides: 1/sum either way) and limit - (1 - x)'s
+    // for a divisor of +inf beyond the limit.
+    const B lim(limit), inf(std::numeric_limits<T>::infinity());
+    return map<A>(x, y, n, [=](B v) {
+      const B d = one - v;
+      if constexpr (std::is_same<T, float>::value)
+        return B(_mm256_blendv_ps((v + one) * inv, div_<A, T>(inv, B(_mm256_blendv_ps(d, inf, lim - d))), v));
+      else
+        return B(_mm256_blendv_pd((v + one) * inv, div_<A, T>(inv, B(_mm256_blendv_pd(d, inf, lim - d))), v));
+    });
+  }
+#endif
+  if constexpr (is_x86_sse2_v<A> && !is_x86_avx_v<A>) {
+    // Open (docs/guarantees.md): without a blend, the guard (a compare, an
+    // and and a max) cost SSE2 1.17x here (AMD EPYC Zen 5, 2026-12-05);
+    // pass 1 forms 1 / (1 - x) below the normal range for |x| > 2^126.
+    return map<A>(x, y, n, [inv](B v) { return stable_s_times<A>(v, inv); });
+  }
+  const B lim(limit);
+  map<A>(x, y, n, [=](B v) {
+    return xsimd::select(v >= B(T(0)), (v + one) * inv, div_normal<A, T>(inv, one - v, lim));
+  });
 }
 
 // log s(x) = log1p(x) for x >= 0, -log1p(-x) for x < 0; -inf at x = -inf.
@@ -176,15 +314,17 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
   if (n == 0) return;
   double lse;
   // Pass 1 also keeps the largest s(x) (an overestimate: tail padding reads
-  // as x = 0), enough to tell that no entry dominates the sum.
+  // as x = 0), enough to tell that no entry dominates the sum; both lifted
+  // as the forward's (no s(x) below the normal range).
   B top(T(0));
-  const double s = sum_map<A>(x, static_cast<T*>(nullptr), n, [&top](B v) {
-    const B e = stable_s<A>(v);
+  const double lifted = sum_map<A>(x, static_cast<T*>(nullptr), n, [&top](B v) {
+    const B e = stable_s_lifted<A>(v);
     top = xsimd::max(top, e);
     return e;
   });
-  if (s >= Lim::sum_lo && s <= Lim::sum_hi) {
-    if (!(1.5 * static_cast<double>(hmax<A>(top)) <= s)) return log_stablemax_dominated<A>(x, y, n);
+  const double s = std::ldexp(lifted, -Lim::lift_exp);
+  if (s >= Lim::sum_lo && s <= Lim::lifted_sum_hi) {
+    if (!(1.5 * static_cast<double>(hmax<A>(top)) <= lifted)) return log_stablemax_dominated<A>(x, y, n);
     lse = std::log(s);
   } else {
     const stablemax_scan sc = stablemax_special(x, n);
@@ -314,6 +454,8 @@ void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept 
   using Lim = stablemax_limits<T>;
   if (n == 0) return;
   double S, D;
+  // (s(x) and its products are formed below the normal range for x beyond
+  // -2^126, and the ratios beyond +2^126: open, docs/guarantees.md)
   sum_and_dot<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, S, D);
   if (S >= Lim::sum_lo && S <= Lim::sum_hi && D - D == 0) return stablemax_backward_plain<A>(x, dy, dx, n, S, D);
   const stablemax_scan sc = stablemax_special(x, n);
