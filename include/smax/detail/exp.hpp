@@ -205,6 +205,30 @@ SMAX_INLINE xsimd::batch<T, A> div_(xsimd::batch<T, A> a, xsimd::batch<T, A> b) 
   return a / b;
 }
 
+#if defined(__AVX512F__)
+// num / den in the lanes of k, r elsewhere; the other lanes never divide.
+// In asm: clang turns _mm512_mask_div_* into a division of every lane and
+// a blend, which forms the subnormals the mask is there to avoid.
+template <class A, class T, class K>
+SMAX_INLINE xsimd::batch<T, A> div_where(K k, xsimd::batch<T, A> r, xsimd::batch<T, A> num,
+                                         xsimd::batch<T, A> den) noexcept {
+  auto v = r.data;
+  constexpr bool f32 = std::is_same<T, float>::value;
+#if defined(__GNUC__)
+  if constexpr (f32)
+    __asm__("vdivps %[d], %[n], %[r]%{%[k]%}" : [r] "+v"(v) : [d] "v"(den.data), [n] "v"(num.data), [k] "Yk"(k));
+  else
+    __asm__("vdivpd %[d], %[n], %[r]%{%[k]%}" : [r] "+v"(v) : [d] "v"(den.data), [n] "v"(num.data), [k] "Yk"(k));
+#else
+  if constexpr (f32)
+    v = _mm512_mask_div_ps(v, k, num, den);
+  else
+    v = _mm512_mask_div_pd(v, k, num, den);
+#endif
+  return xsimd::batch<T, A>(v);
+}
+#endif
+
 // round(v) for |v| < 2^22 (float) / 2^51 (double); larger |v| come back as an
 // integer-valued number near v, which every caller treats as "far out of
 // range" through its own limit check.

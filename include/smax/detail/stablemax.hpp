@@ -30,23 +30,17 @@
 namespace smax {
 namespace detail {
 
+// (float / double)
 template <class T>
-struct stablemax_limits;
-template <>
-struct stablemax_limits<float> {
-  static constexpr double sum_lo = 0x1p-26;
-  static constexpr double sum_hi = 0x1p100;
-  // A pass 1 that sums s(x) 2^lift_exp (2^32 / (1 - x) >= 2^-96) takes
-  // lifted_sum_hi for sum_hi: the lifted sum then stays below 2^122.
-  static constexpr int lift_exp = 32;
-  static constexpr double lifted_sum_hi = 0x1p90;
-};
-template <>
-struct stablemax_limits<double> {
-  static constexpr double sum_lo = 0x1p-922;
-  static constexpr double sum_hi = 0x1p1000;
-  static constexpr int lift_exp = 64;
-  static constexpr double lifted_sum_hi = 0x1p930;
+struct stablemax_limits {
+  static constexpr bool f32 = std::is_same<T, float>::value;
+  static constexpr double sum_lo = f32 ? 0x1p-26 : 0x1p-922;
+  static constexpr double sum_hi = f32 ? 0x1p100 : 0x1p1000;
+  // A pass 1 that sums s(x) 2^lift_exp (float: 2^32 / (1 - x) >= 2^-96)
+  // takes lifted_sum_hi for sum_hi: the lifted sum then stays below 2^122
+  // (double: 2^994).
+  static constexpr int lift_exp = f32 ? 32 : 64;
+  static constexpr double lifted_sum_hi = f32 ? 0x1p90 : 0x1p930;
 };
 
 // s(x); NaN stays NaN, s(-inf) = 0, s(+inf) = +inf.
@@ -211,30 +205,15 @@ void stablemax(const T* x, T* y, std::size_t n) noexcept {
     const BI lowest = xsimd::bitwise_cast<BI>(B(lowest_t == -std::numeric_limits<T>::infinity()
                                                     ? std::numeric_limits<T>::lowest() : lowest_t));
     const B zero(T(0));
-    // (the masked division in asm: clang turns the intrinsic into a
-    // division of every lane and a blend, which forms the subnormals)
     return map<A>(x, y, n, [=](B v) {
-      if constexpr (std::is_same<T, float>::value) {
-        __m512 r = xsimd::max(v + one, zero) * inv;
-        const __mmask16 k = _mm512_cmple_epi32_mask(xsimd::bitwise_cast<BI>(v), lowest);
-        const __m512 d = one - v;
-#if defined(__GNUC__)
-        __asm__("vdivps %[d], %[n], %[r]%{%[k]%}" : [r] "+v"(r) : [d] "v"(d), [n] "v"(inv.data), [k] "Yk"(k));
-#else
-        r = _mm512_mask_div_ps(r, k, inv, d);
-#endif
-        return B(r);
-      } else {
-        __m512d rd = xsimd::max(v + one, zero) * inv;
-        const __mmask8 k = _mm512_cmple_epi64_mask(xsimd::bitwise_cast<BI>(v), lowest);
-        const __m512d d = one - v;
-#if defined(__GNUC__)
-        __asm__("vdivpd %[d], %[n], %[r]%{%[k]%}" : [r] "+v"(rd) : [d] "v"(d), [n] "v"(inv.data), [k] "Yk"(k));
-#else
-        rd = _mm512_mask_div_pd(rd, k, inv, d);
-#endif
-        return B(rd);
-      }
+      const BI xi = xsimd::bitwise_cast<BI>(v);
+      const auto k = [&] {
+        if constexpr (std::is_same<T, float>::value)
+          return _mm512_cmple_epi32_mask(xi, lowest);
+        else
+          return _mm512_cmple_epi64_mask(xi, lowest);
+      }();
+      return div_where<A, T>(k, xsimd::max(v + one, zero) * inv, inv, one - v);
     });
   }
 #endif
