@@ -84,12 +84,12 @@ std::vector<entry> entries() {
                  volatile bool ok = two_pass_sum<A>(x, n, s, E);
                  (void)ok;
                }});
-  e.push_back({"write", is_x86_avx512_v<A> ? "two-pass pass 2 as shipped (staged in 1 KiB chunks, streamed)"
+  e.push_back({"write", is_avx512_v<A> ? "two-pass pass 2 as shipped (staged in 1 KiB chunks, streamed)"
                                          : "two-pass pass 2 as shipped (each vector streamed as computed)",
                [](const float* x, float* y, std::size_t n) {
                  map<A, staged>(x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, 4.0f, 1e-3f));
                }});
-  if (is_x86_avx512_v<A>)
+  if (is_avx512_v<A>)
     e.push_back({"write_direct", "two-pass pass 2, each vector streamed as computed (not staged)",
                  [](const float* x, float* y, std::size_t n) {
                    map<A, false>(x, y, n, exp_ref<A, float>(-single_pass_limits<float>::limit, 4.0f, 1e-3f));

@@ -143,7 +143,7 @@ constexpr std::size_t recompute_masked_min_bytes = std::size_t(4) << 20;
 // "With the mask, on Zen 4", has the other ISAs and cores).
 template <class A>
 bool recompute_masked_pays() noexcept {
-  return is_x86_avx512_v<A> && avx512_on_256bit_units();
+  return is_avx512_v<A> && avx512_on_256bit_units();
 }
 
 // softmax / log_softmax with options (arguments checked by the caller).

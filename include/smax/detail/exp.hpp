@@ -139,8 +139,13 @@ struct exp_poly_coeffs<float, exp_accuracy::bf16_output> {
   static constexpr float c[] = {0x1.0162a8p-1f, 0x1.5670e2p-3f};
 };
 
+// The x86 levels (each includes the ones below it).
 template <class A>
 constexpr bool is_avx512_v = std::is_base_of<xsimd::avx512f, A>::value;
+template <class A>
+constexpr bool is_x86_avx_v = std::is_base_of<xsimd::avx, A>::value;
+template <class A>
+constexpr bool is_x86_sse2_v = std::is_base_of<xsimd::sse2, A>::value;
 
 // Whether A has a fused multiply-add that fma_/fnma_ below compile to (one
 // rounding). The two-part Cody-Waite reduction and the fused rounding need

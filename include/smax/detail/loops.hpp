@@ -61,18 +61,11 @@ constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
 constexpr std::size_t stream_chunk_bytes = 1024;
 constexpr bool staged = true;
 
-template <class A>
-constexpr bool is_x86_avx512_v = std::is_base_of<xsimd::avx512f, A>::value;
-template <class A>
-constexpr bool is_x86_avx_v = std::is_base_of<xsimd::avx, A>::value;
-template <class A>
-constexpr bool is_x86_sse2_v = std::is_base_of<xsimd::sse2, A>::value;
-
 // Software prefetch in the out-of-cache read passes: one prefetcht1 (into
 // L2) per cache line, this many bytes ahead of the loads (docs/tuning.md,
 // "Prefetch"). x86 only.
 template <class A>
-constexpr std::size_t prefetch_bytes = (is_x86_sse2_v<A> || is_x86_avx_v<A> || is_x86_avx512_v<A>) ? 4096 : 0;
+constexpr std::size_t prefetch_bytes = (is_x86_sse2_v<A> || is_x86_avx_v<A> || is_avx512_v<A>) ? 4096 : 0;
 // Below this many bytes of input the passes run from cache and skip it.
 constexpr std::size_t prefetch_min_bytes = std::size_t(1) << 20;
 
@@ -175,7 +168,7 @@ SMAX_INLINE void prefetch_ahead(const T* p) noexcept {
 template <class A>
 constexpr bool has_stream_v =
 #if defined(__AVX512F__)
-    is_x86_avx512_v<A> ||
+    is_avx512_v<A> ||
 #endif
 #if defined(__AVX__)
     is_x86_avx_v<A> ||
@@ -191,7 +184,7 @@ template <class A, class T>
 SMAX_INLINE void store_stream(T* p, xsimd::batch<T, A> v) noexcept {
   [[maybe_unused]] constexpr bool f32 = std::is_same<T, float>::value;
 #if defined(__AVX512F__)
-  if constexpr (is_x86_avx512_v<A>) {
+  if constexpr (is_avx512_v<A>) {
     if constexpr (f32)
       _mm512_stream_ps(p, v);
     else
@@ -200,7 +193,7 @@ SMAX_INLINE void store_stream(T* p, xsimd::batch<T, A> v) noexcept {
   }
 #endif
 #if defined(__AVX__)
-  if constexpr (is_x86_avx_v<A> && !is_x86_avx512_v<A>) {
+  if constexpr (is_x86_avx_v<A> && !is_avx512_v<A>) {
     if constexpr (f32)
       _mm256_stream_ps(p, v);
     else
@@ -209,7 +202,7 @@ SMAX_INLINE void store_stream(T* p, xsimd::batch<T, A> v) noexcept {
   }
 #endif
 #if defined(__SSE2__)
-  if constexpr (is_x86_sse2_v<A> && !is_x86_avx_v<A> && !is_x86_avx512_v<A>) {
+  if constexpr (is_x86_sse2_v<A> && !is_x86_avx_v<A> && !is_avx512_v<A>) {
     if constexpr (f32)
       _mm_stream_ps(p, v);
     else
@@ -703,6 +696,91 @@ SMAX_INLINE void for_each_chunk4(const T* x, std::size_t n, T pad, Chunk&& chunk
   }
 }
 
+// Pass 1 of the scaled two-pass kernels (ssmax, gumbel_softmax): the sum
+// over all elements of p 2^K, for terms given as pairs (p in [0, 2), K
+// integer-valued), kept per lane against a power-of-two reference 2^E. E
+// moves up only when a chunk's K exceeds it by more than `slack`, so a
+// lane's terms stay below 2^17 and every rescale is an exact power of two;
+// blocks of chunks go into a compensated total, so the error does not grow
+// with n. get(i, v0, v1, v2, v3) gives the input of elements [i, i + 4 W)
+// (the last chunk may be partial: its lanes past n contribute nothing);
+// term(v, K) returns p and sets K (K >= kfloor; NaN input must give a NaN
+// p or K; with nan_shows::in_term, a NaN p). Everything lives in locals of
+// this one function: kept in a struct, the accumulators were stored and
+// reloaded every chunk (a batch may alias any float, so the compiler cannot
+// keep them in registers across the loads of x).
+struct pow2_sum {
+  double sum;   // the total is sum * 2^emax
+  double emax;
+  double kmax;  // largest K met
+  bool nan;     // a NaN was met
+};
+
+// Where a NaN input shows in term(v, K)'s result: in K (the loop keeps a
+// running sum of the K to see it), or always in p (no such sum needed).
+enum class nan_shows { in_exponent, in_term };
+
+template <class A, class T, nan_shows Nan = nan_shows::in_exponent, class Get, class Term>
+SMAX_FLATTEN pow2_sum pow2_rescaled_sum(std::size_t n, T e0, T kfloor, Get&& get, Term&& term) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  constexpr T slack = T(16);
+  B E(e0), kmax(kfloor), ksum(T(0));
+  B acc[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
+  compensated<A, T> total;
+  std::size_t chunks = 0;
+  const auto feed = [&](B v0, B v1, B v2, B v3, std::size_t valid) {
+    B k[4];
+    B p[4] = {term(v0, k[0]), term(v1, k[1]), term(v2, k[2]), term(v3, k[3])};
+    if (valid < 4 * W) {
+      const B idx = lane_index<A, T>();
+#pragma GCC unroll 4
+      for (std::size_t u = 0; u < 4; ++u) {
+        const auto live = idx < B(static_cast<T>(live_lanes(valid, u, W)));
+        p[u] = xsimd::select(live, p[u], B(T(0)));
+        k[u] = xsimd::select(live, k[u], B(kfloor));
+      }
+    }
+    // A NaN K may be dropped by x86's max (it returns its second operand
+    // when either is NaN) and turned into a 0 term by the non-AVX-512 ldexp:
+    // a running sum of the K keeps it (|K| < 6000: no overflow; +inf input
+    // gives K = +inf, which kmax shows). A term that makes p NaN for NaN
+    // input needs no guard (nan_shows::in_term): the NaN p stays in its lane.
+    if constexpr (Nan == nan_shows::in_exponent) ksum += (k[0] + k[1]) + (k[2] + k[3]);
+    const B km = xsimd::max(xsimd::max(k[0], k[1]), xsimd::max(k[2], k[3]));
+    kmax = xsimd::max(kmax, km);
+    move_reference<A, T>(km > E + B(slack), km, E, acc, total,
+                         [](B old, B next) { return ldexp_normal<A, T>(B(T(1)), old - next); });
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) acc[u] += ldexp_normal<A, T>(p[u], k[u] - E);
+    if (++chunks == loop_shape<A>::block_chunks) {
+      drain_into(total, acc);
+      chunks = 0;
+    }
+  };
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    B v0, v1, v2, v3;
+    get(i, v0, v1, v2, v3);
+    feed(v0, v1, v2, v3, 4 * W);
+  }
+  if (i < n) {
+    B v0, v1, v2, v3;
+    get(i, v0, v1, v2, v3);
+    feed(v0, v1, v2, v3, n - i);
+  }
+  drain_into(total, acc);
+  pow2_sum r;
+  const T em = hmax<A>(E);
+  const double raw = total.sum();  // before the rescale flushes far lanes
+  const double ks = hsum<A>(ksum);
+  r.sum = total.dot(ldexp_normal<A, T>(B(T(1)), E - B(em)));
+  r.emax = em;
+  r.kmax = hmax<A>(kmax);
+  r.nan = !(raw == raw) || !(ks == ks) || !(r.sum == r.sum);
+  return r;
+}
+
 // Writes a sequence of values, produced in order from y[0] on, to y with
 // streaming stores at y's vector-aligned positions (y + head is aligned,
 // stream_output). The values go through a small buffer in L1 and out a
@@ -895,7 +973,7 @@ SMAX_INLINE void run(const T* x, T* y, std::size_t n, F& f) noexcept {
       e.store_unaligned(y + i);
   };
   std::size_t i = 0;
-  if constexpr (Stream && Staged && is_x86_avx512_v<A>) {
+  if constexpr (Stream && Staged && is_avx512_v<A>) {
     // A chunk at a time (stream_chunk_bytes); all of a chunk's loads come
     // before its stores, so y may be x.
     constexpr std::size_t C = stream_chunk_bytes / sizeof(T);
