@@ -76,8 +76,11 @@ int main(int argc, char** argv) {
   report("ssmax", [&] { smax::ssmax(A{}, x, y, n, 0.43f, 0.f); });
   report("sigmoid_attention", [&] { smax::sigmoid_attention(A{}, x, y, n, -8.f); });
   report("stablemax", [&] { smax::stablemax(A{}, x, y, n); });
+  // (y: stablemax's output, positive everywhere: the power on every lane)
+  report("entmax_backward(1.25)", [&] { smax::entmax_backward(A{}, y, dy, dx, n, 1.25f); });
   report("log_stablemax", [&] { smax::log_stablemax(A{}, x, y, n); });
   report("stablemax_backward", [&] { smax::stablemax_backward(A{}, x, dy, dx, n); });
+  report("entmax_bisect(1.25)", [&] { smax::entmax_bisect(A{}, x, y, n, 1.25f); });
   std::free(block);
   return 0;
 }

@@ -37,6 +37,7 @@
 #include <memory>
 
 #include "exp.hpp"
+#include "log.hpp"
 #include "loops.hpp"
 #include "pair_loops.hpp"
 #include "softmax.hpp"
@@ -230,49 +231,6 @@ T max_and_candidates(const T* x, std::size_t n, double r, candidate_store<T>& st
   if (!xsimd::all(ok)) return std::numeric_limits<T>::quiet_NaN();
   count = k;
   return lanes_max();
-}
-
-// ------------------------------------------------------------ the power --
-
-// ln u for double u > 0 (normal or subnormal), to about 1 ulp. xsimd 8.1's
-// double log converts the exponent with an int64 -> double instruction that
-// SSE2, AVX2 and AVX-512F lack, and falls back to scalar code (measured
-// 3-4 ns per element on AVX-512); here the exponent field is turned into a
-// double with the 2^52 magic-number trick, all in vector integer logic.
-// u = 2^e f with f in [sqrt(1/2), sqrt(2)); ln f = 2 atanh(s), s = (f-1)/(f+1),
-// |s| <= 0.1716, by its Taylor series 2 s sum_k s^(2k)/(2k+1): 12 terms
-// reach 2^-56 relative (0.1716^24 / 25 < 2^-66).
-template <class A>
-SMAX_INLINE xsimd::batch<double, A> log_f64(xsimd::batch<double, A> u) noexcept {
-  using D = xsimd::batch<double, A>;
-  using U = xsimd::batch<std::uint64_t, A>;
-  const auto sub = u < D(0x1p-1022);
-  u = xsimd::select(sub, u * D(0x1p54), u);
-  const U bits = xsimd::bitwise_cast<U>(u);
-  // 2^52 + exponent field, read as a double: exact.
-  D e = xsimd::bitwise_cast<D>((bits >> 52) | U(0x4330000000000000ull)) -
-        xsimd::select(sub, D(0x1p52 + 1023.0 + 54.0), D(0x1p52 + 1023.0));
-  D f = xsimd::bitwise_cast<D>((bits & U(0x000FFFFFFFFFFFFFull)) | U(0x3FF0000000000000ull));
-  const auto big = f > D(1.4142135623730951);
-  f = xsimd::select(big, f * D(0.5), f);
-  e = xsimd::select(big, e + D(1.0), e);
-  const D s = (f - D(1.0)) / (f + D(1.0));
-  const D z = s * s;
-  D q(1.0 / 23);
-  for (int k = 10; k >= 0; --k) q = xsimd::fma(q, z, D(1.0 / (2 * k + 1)));
-  // e ln2 split in two: e * ln2_hi is exact for |e| < 2^11.
-  const D ln2_hi(0x1.62e42fefa38p-1), ln2_lo(0x1.ef35793c7673p-45);
-  return xsimd::fma(e, ln2_hi, xsimd::fma(e, ln2_lo, D(2.0) * s * q));
-}
-
-// u^p for double u > 0 and p > 0: e^(p ln u), with smax's own exp (exp.hpp,
-// no integer conversions either). u <= 1 here up to rounding, so p ln u is
-// at most a few ulp above 0 and the result is at most 1 plus rounding.
-template <class A>
-SMAX_INLINE xsimd::batch<double, A> pow_f64(xsimd::batch<double, A> u, double p) noexcept {
-  using D = xsimd::batch<double, A>;
-  const shifted_exp<A, double, false> ex(0.0);
-  return ex(D(p) * log_f64<A>(u));
 }
 
 // ---------------------------------------------------------------- solve --
@@ -710,6 +668,7 @@ class entmax_root {
     B f(0.0), fp(0.0), ca(0.0), ch(0.0), gap_in(inf), gap_out(inf);
     compensated<A, double> fc, fpc;
     const B tv(t), hv(hi_), a(am1_), tlv(tl);
+    const positive_power<A, double> power;
     k_ = filter_pass<A>(b_, k_, m_, lo_, inf, [&](B v, auto keep) {
       const auto pos = keep & ((v - tv) - tlv > B(0.0));
       const B u = xsimd::select(pos, a * ((v - tv) - tlv), B(1.0));  // ln's argument stays positive
@@ -723,7 +682,7 @@ class entmax_root {
         phi = u * u;
         dphi = u;
       } else {
-        phi = pow_f64<A>(u, p);
+        phi = power(u, B(p));
         dphi = phi / u;
       }
       f += xsimd::select(pos, phi, B(0.0));
@@ -837,11 +796,12 @@ struct entmax_power {
   double am1, p;
   T hi, lo;
   double lo_d;  // lo unrounded (split_threshold)
+  positive_power<A, double> raise{};
 
   SMAX_INLINE D power(D s) const noexcept {
     const auto pos = s > D(0.0);
     const D u = xsimd::select(pos, D(am1) * s, D(1.0));  // keeps ln's argument positive
-    return xsimd::select(pos, pow_f64<A>(u, p), D(0.0));
+    return xsimd::select(pos, raise(u, D(p)), D(0.0));
   }
 
   B operator()(B v) const noexcept {
@@ -998,19 +958,17 @@ SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n,
   const T inf_pow = e > T(0) ? std::numeric_limits<T>::infinity() : e < T(0) ? T(0) : T(1);
   // g(y) on the support: exact for the usual exponents, exp(e log y)
   // otherwise; vectors without a support entry skip the power.
+  const positive_power<A, T> power;
   const auto g = [&](B yv) -> B {
     const auto pos = yv > zero;
     if (e == T(0)) return xsimd::select(pos, B(T(1)), zero);
     if (!xsimd::any(pos)) return zero;
     if (e == T(1)) return xsimd::select(pos, yv, zero);
     if (e == T(0.5)) return xsimd::select(pos, xsimd::sqrt(yv), zero);
-    // exp(e log y) on finite positive lanes only, its argument clamped:
-    // xsimd's exp converts its argument to an integer (undefined for inf,
-    // which log(0) or a huge |e| would give). y = +inf (not a forward
+    // e^(e log y) on finite positive lanes only; y = +inf (not a forward
     // output, but legal input) gets inf^e exactly.
     const B safe = xsimd::select(pos & (yv < inf), yv, B(T(1)));
-    const B t = xsimd::max(xsimd::min(ev * xsimd::log(safe), B(T(1e4))), B(T(-1e4)));
-    return xsimd::select(yv == inf, B(inf_pow), xsimd::select(pos, xsimd::exp(t), zero));
+    return xsimd::select(yv == inf, B(inf_pow), xsimd::select(pos, power(safe, ev), zero));
   };
   double sg = 0, sgd = 0;
   const double scale = support_sum_scale(n);  // as sparsemax_backward
