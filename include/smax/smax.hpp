@@ -1000,6 +1000,10 @@ void sigmoid_attention_backward(const T* x, const T* y, const T* dy, T* dx, std:
 // Backward, from x, y and dy (p = softmax(x) recomputed):
 // dx = p (dy (g' + g) - sum dy y), normalized plus the terms of lo and hi at
 // the first minimum / maximum. NaN in x or dy -> all NaN; +inf in x -> 0.
+// Normalized, the terms scale with 1 / (hi - lo) and cancel at those two
+// entries: their error is about an ulp of |dy| p / (hi - lo), so for rows
+// whose range is tiny against 1 their gradients are lost, and may be +-inf
+// where |dy| / (hi - lo) passes the largest T (docs/seeds.md).
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void sa_softmax(A, const T* x, T* y, std::size_t n, bool normalized = false) {
   detail::sa_softmax<A, T>(x, y, n, normalized);
