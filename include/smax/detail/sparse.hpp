@@ -893,36 +893,6 @@ inline double support_sum_scale(std::size_t n) noexcept {
   return std::ldexp(1.0, -std::ilogb(static_cast<double>(n)) - 1);
 }
 
-// Two sums over i at once (backward.hpp's sum_of_pairs does one), in double:
-// f(a, b, acc0, acc1) adds a vector's terms to the accumulators. Per-lane accumulators are flushed every block into
-// compensated totals (loops.hpp), so the error does not grow with n.
-template <class A, class T, class F>
-void two_sums_of_pairs(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1) noexcept {
-  using B = xsimd::batch<T, A>;
-  constexpr std::size_t W = B::size;
-  constexpr std::size_t block = W * 4 * loop_shape<A>::block_chunks;
-  compensated<A, T> t0, t1;
-  std::size_t i = 0;
-  while (i < n) {
-    B s0(T(0)), s1(T(0)), r0(T(0)), r1(T(0));
-    const std::size_t end = std::min(n, i + block);
-    for (; i + 2 * W <= end; i += 2 * W) {
-      f(B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1);
-      f(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W), r0, r1);
-    }
-    for (; i + W <= end; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1);
-    if (i < end) {
-      // Padding lanes read as y = 0: outside the support, they add nothing.
-      f(load_partial<A>(a + i, end - i, T(0)), load_partial<A>(b + i, end - i, T(0)), s0, s1);
-      i = end;
-    }
-    t0.add(s0 + r0);
-    t1.add(s1 + r1);
-  }
-  out0 = hsum<A>(t0.value());
-  out1 = hsum<A>(t1.value());
-}
-
 // dx_i = s_i (dy_i - mean over the support of dy), s_i = [y_i > 0].
 template <class A, class T>
 void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
@@ -934,6 +904,7 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept 
   // largest T (the mean itself, an average of dy, is representable).
   const double scale = support_sum_scale(n);
   const B sc(static_cast<T>(scale));
+  // (the tail's padding lanes read y = 0: outside the support, they add nothing)
   two_sums_of_pairs<A>(y, dy, n,
               [&](B yv, B d, B& c, B& s) {
                 const auto pos = yv > zero;
