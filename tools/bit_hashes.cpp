@@ -62,9 +62,13 @@ void run(const char* isa) {
       smax::sparsemax_backward(a, y.data(), dy.data(), dx.data(), n); out("sparsemax_backward", dx);
       smax::entmax15(a, x.data(), y.data(), n); out("entmax15", y);
       smax::entmax_backward(a, y.data(), dy.data(), dx.data(), n, T(1.5)); out("entmax_backward", dx);
+      smax::entmax_backward(a, y.data(), dy.data(), dx.data(), n, T(1.25)); out("entmax_backward_1.25", dx);
+      smax::entmax_backward(a, y.data(), dy.data(), dx.data(), n, T(3)); out("entmax_backward_3", dx);
       smax::entmax_bisect(a, x.data(), y.data(), n, T(1.3)); out("entmax_bisect", y);
       smax::stablemax(a, x.data(), y.data(), n); out("stablemax", y);
       smax::stablemax_backward(a, x.data(), dy.data(), dx.data(), n); out("stablemax_backward", dx);
+      // (y: stablemax's output, positive everywhere)
+      smax::entmax_backward(a, y.data(), dy.data(), dx.data(), n, T(1.25)); out("entmax_backward_1.25_dense", dx);
       smax::log_stablemax(a, x.data(), y.data(), n); out("log_stablemax", y);
       smax::softpick(a, x.data(), y.data(), n); out("softpick", y);
       smax::softpick_backward(a, x.data(), y.data(), dy.data(), dx.data(), n); out("softpick_backward", dx);

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "exp.hpp"
 #include "loops.hpp"
@@ -299,24 +301,38 @@ T finite_mean(double v) noexcept {
 // Two sums over i at once (sum_of_pairs does one), in double: f(a, b,
 // acc0, acc1) adds a vector's terms to the accumulators, which are flushed
 // every block into compensated totals: the error does not grow with n.
-// (The padding lanes of the tail read 0.)
-template <class A, class T, class F>
-void two_sums_of_pairs(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1) noexcept {
+// (The padding lanes of the tail read 0.) Where f returns a vector and
+// `out` is given, it is stored to out[i] (out may alias a or b).
+template <class A, class T, class F, class O = std::nullptr_t>
+void two_sums_of_pairs(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1,
+                       O out = nullptr) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t block = W * 4 * loop_shape<A>::block_chunks;
+  constexpr bool stores = !std::is_same<O, std::nullptr_t>::value;
+  const auto step = [&](std::size_t k, B va, B vb, B& acc0, B& acc1, std::size_t live) SMAX_LAMBDA_INLINE {
+    if constexpr (stores) {
+      const B v = f(va, vb, acc0, acc1);
+      if (live == W)
+        v.store_unaligned(out + k);
+      else
+        store_partial<A>(out + k, live, v);
+    } else {
+      f(va, vb, acc0, acc1);
+    }
+  };
   compensated<A, T> t0, t1;
   std::size_t i = 0;
   while (i < n) {
     B s0(T(0)), s1(T(0)), r0(T(0)), r1(T(0));
     const std::size_t end = std::min(n, i + block);
     for (; i + 2 * W <= end; i += 2 * W) {
-      f(B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1);
-      f(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W), r0, r1);
+      step(i, B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1, W);
+      step(i + W, B::load_unaligned(a + i + W), B::load_unaligned(b + i + W), r0, r1, W);
     }
-    for (; i + W <= end; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1);
+    for (; i + W <= end; i += W) step(i, B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1, W);
     if (i < end) {
-      f(load_partial<A>(a + i, end - i, T(0)), load_partial<A>(b + i, end - i, T(0)), s0, s1);
+      step(i, load_partial<A>(a + i, end - i, T(0)), load_partial<A>(b + i, end - i, T(0)), s0, s1, end - i);
       i = end;
     }
     t0.add(s0 + r0);

@@ -944,24 +944,38 @@ SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n,
   double sg = 0, sgd = 0;
   const double scale = support_sum_scale(n);  // as sparsemax_backward
   const B sc(static_cast<T>(scale));
-  two_sums_of_pairs<A>(y, dy, n,
-              [&](B yv, B d, B& s0, B& s1) {
-                const B gv = g(yv);
-                s0 += gv;
-                s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
-              },
-              sg, sgd);
-  const B q(sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0));
+  const auto sums = [&](B yv, B d, B& s0, B& s1, B gv) {
+    s0 += gv;
+    s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
+  };
   // g (dy - q), exact 0 where dy = q; where dy - q overflows (|dy| near
   // the largest T: found by fuzz_sparse, dy = -FLT_MAX, q = 0.05 FLT_MAX,
   // g = 0.11) g dy - g q instead, both products bounded by the scale
   // g (|dy| + |q|) of the result.
-  map_pairs<A>(y, dy, dx, n, [=](B yv, B d) {
-    const B gv = g(yv), h = d - q;
-    // (an infinite dy keeps g (dy - q): g q would be inf 0 for y = +inf)
-    const B r = xsimd::select((xsimd::abs(h) < inf) | !(xsimd::abs(d) < inf), gv * h, xsimd::fms(gv, d, gv * q));
-    return xsimd::select(yv > zero, r, zero);
-  });
+  // (an infinite dy keeps g (dy - q): g q would be inf 0 for y = +inf)
+  const auto gradient = [inf](B gv, B d, B q) {
+    const B h = d - q;
+    return xsimd::select((xsimd::abs(h) < inf) | !(xsimd::abs(d) < inf), gv * h, xsimd::fms(gv, d, gv * q));
+  };
+  // A general power (two logs and exps a vector) is computed once where dx
+  // is its own array: pass 1 keeps g in dx, -inf off the support (g is
+  // never negative), and pass 2 reads it back. The same bits either way.
+  if (e != T(0) && e != T(1) && e != T(0.5) && dx != y && dx != dy) {
+    two_sums_of_pairs<A>(y, dy, n,
+                         [&](B yv, B d, B& s0, B& s1) {
+                           const B gv = g(yv);
+                           sums(yv, d, s0, s1, gv);
+                           return xsimd::select(yv > zero, gv, -inf);
+                         },
+                         sg, sgd, dx);
+    const B q(sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0));
+    return map_pairs<A>(dx, dy, dx, n, [=](B gk, B d) {
+      return xsimd::select(gk == -inf, zero, gradient(xsimd::max(gk, zero), d, q));
+    });
+  }
+  two_sums_of_pairs<A>(y, dy, n, [&](B yv, B d, B& s0, B& s1) { sums(yv, d, s0, s1, g(yv)); }, sg, sgd);
+  const B q(sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0));
+  map_pairs<A>(y, dy, dx, n, [=](B yv, B d) { return xsimd::select(yv > zero, gradient(g(yv), d, q), zero); });
 }
 
 }  // namespace detail
