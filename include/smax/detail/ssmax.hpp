@@ -28,6 +28,12 @@
 namespace smax {
 namespace detail {
 
+// The lane references' starting value (pass 1).
+template <class T>
+SMAX_INLINE T scaled_e0() noexcept {
+  return static_cast<T>(std::nearbyint(-single_pass_limits<T>::limit / 2 * exp_constants<T>::log2e));
+}
+
 // e^(c v) = p 2^K for the two-pass kernel. K = round(v (c log2e)), an
 // integer-valued T (NaN for NaN v, +-inf where c v is); terms with K below
 // kmin (c v below about -limit: -inf input with c > 0, the tail padding,
@@ -104,12 +110,6 @@ SMAX_INLINE bool scaled_accept(const pow2_sum& r, double& sum, T& emax) noexcept
   sum = r.sum;
   emax = static_cast<T>(r.emax);
   return !r.nan && r.kmax >= E::klo && r.kmax <= E::khi && sum > 0 && sum < std::numeric_limits<double>::infinity();
-}
-
-// The lane references' starting value.
-template <class T>
-SMAX_INLINE T scaled_e0() noexcept {
-  return static_cast<T>(std::nearbyint(-single_pass_limits<T>::limit / 2 * exp_constants<T>::log2e));
 }
 
 // Pass 1 of softmax(c v) where ex.clampable (the clamped term), over the
