@@ -625,3 +625,26 @@ TEST_CASE("fuzz: log_softmax_backward's clamped exp stays 0 under a huge folded 
     CHECK(dxf[0] == 0.0f);
   }
 }
+
+TEST_CASE("fuzz: entmax15 stays exact on logits near 7e5 that differ by 1e-3", "[regression]") {
+  // Found by fuzz_sparse (2026-12-05): the check's long-double reference
+  // summed z and z^2 without subtracting the max and was 2.6e-8 off; the
+  // kernel was right. Its output against the exact value (60 digits,
+  // rational arithmetic), on every ISA.
+  const std::vector<double> x = {
+      0x1.5dap+19, 0x1.5da000083126fp+19, 0x1.5da00010624dep+19, 0x1.5da000189374dp+19, 0x1.5da00020c49bcp+19,
+      0x1.5da00028f5c2bp+19, 0x1.5da0003126e9ap+19, 0x1.5da0003958109p+19, 0x1.5da0004189378p+19, 0x1.5da00049ba5e7p+19,
+      0x1.5da00051eb856p+19, 0x1.5da0005a1cac5p+19, 0x1.5da000624dd34p+19, 0x1.5da0006a7efa3p+19, 0x1.5da00072b0212p+19,
+      0x1.5da0007ae1481p+19, 0x1.5da00083126fp+19, 0x1.5da0008b4395fp+19, 0x1.5da0009374bcep+19, 0x1.5da0009ba5e3dp+19,
+      0x1.5da000a3d70acp+19, 0x1.5da000ac0831bp+19, 0x1.5da000b43958ap+19, 0x1.5da000bc6a7f9p+19, 0x1.5da000c49ba68p+19,
+      0x1.5da000cccccd7p+19, 0x1.5da000d4fdf46p+19, 0x1.5da000dd2f1b5p+19, -0x0.0000000000001p-1022};
+  const double exact0 = 0.03319285811374911167348679;
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    INFO("isa " << isa);
+    std::vector<double> y(x.size());
+    smax::dynamic::entmax15(x.data(), y.data(), x.size());
+    CHECK(std::fabs(y[0] - exact0) <= 1e-13 * exact0);
+    CHECK(y.back() == 0.0);
+  }
+}
