@@ -302,7 +302,8 @@ T finite_mean(double v) noexcept {
 // acc0, acc1) adds a vector's terms to the accumulators, which are flushed
 // every block into compensated totals: the error does not grow with n.
 // (The padding lanes of the tail read 0.) Where f returns a vector and
-// `out` is given, it is stored to out[i] (out may alias a or b).
+// `out` is given, it is stored to out[i] (out may alias a or b): f's own
+// value, not a second map as sum_of_pairs's pair_output computes.
 template <class A, class T, class F, class O = std::nullptr_t>
 void two_sums_of_pairs(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1,
                        O out = nullptr) noexcept {
