@@ -621,6 +621,85 @@ TEST_CASE("backward terms at the first extreme, wherever it lies, every ISA", "[
   }
 }
 
+namespace {
+
+// The normalized sa_softmax's vector-Jacobian product in long double, from
+// the Jacobian itself: y_k = g_k p_k, g_k = (x_k - lo) / R, lo and hi the
+// first minimum (if below 0) and maximum (if above 0).
+template <class T>
+std::vector<long double> sa_normalized_vjp(const std::vector<T>& x, const std::vector<T>& dy) {
+  const std::size_t n = x.size();
+  long double lo = 0, hi = 0, m = -std::numeric_limits<long double>::infinity();
+  for (T v : x) lo = std::min(lo, (long double)v), hi = std::max(hi, (long double)v), m = std::max(m, (long double)v);
+  std::size_t imin = n, imax = n;
+  for (std::size_t i = n; i-- > 0;) {
+    if (lo < 0 && x[i] == lo) imin = i;
+    if (hi > 0 && x[i] == hi) imax = i;
+  }
+  std::vector<long double> p(n), out(n, 0);
+  long double s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += p[i] = std::exp((long double)x[i] - m);
+  for (auto& v : p) v /= s;
+  const long double R = hi - lo;
+  for (std::size_t j = 0; j < n; ++j)
+    for (std::size_t k = 0; k < n; ++k) {
+      const long double g = (x[k] - lo) / R, dlo = (j == imin), dhi = (j == imax);
+      const long double dg = (static_cast<long double>(k == j) - dlo) / R - (x[k] - lo) * (dhi - dlo) / (R * R);
+      out[j] += dy[k] * (dg * p[k] + g * p[k] * (static_cast<long double>(k == j) - p[j]));
+    }
+  return out;
+}
+
+template <class T>
+void sa_backward_tiny_ranges(T tol) {
+  // x = {0, r}, dy = {0, 4}: the exact gradient is {-1, 1} (p = 1/2 each,
+  // to within r). The general form gave {-1, 0} for r from 1e-10 to 1e-30
+  // in float and {-1, +inf} near 1e-38.
+  for (double r : {1e-3, 1e-10, 1e-30, 2e-38, 1e-100, 1e-300}) {
+    if (r < static_cast<double>(std::numeric_limits<T>::min())) continue;
+    INFO("r = " << r);
+    std::vector<T> x = {T(0), static_cast<T>(r)}, dy = {T(0), T(4)}, y(2), dx(2);
+    smax::dynamic::sa_softmax(x.data(), y.data(), 2, true);
+    smax::dynamic::sa_softmax_backward(x.data(), y.data(), dy.data(), dx.data(), 2, true);
+    CHECK(std::fabs(dx[0] + 1) <= tol + r);
+    CHECK(std::fabs(dx[1] - 1) <= tol + r);
+  }
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (double range : {0.5, 1e-3, 1e-12, 1e-30}) {
+    for (std::size_t n : {std::size_t(3), std::size_t(40), std::size_t(1500)}) {
+      INFO("range " << range << " n = " << n);
+      std::vector<T> x(n), dy(n), y(n), dx(n);
+      for (auto& v : x) v = static_cast<T>(u(gen) * range);
+      for (auto& v : dy) v = static_cast<T>(u(gen));
+      smax::dynamic::sa_softmax(x.data(), y.data(), n, true);
+      smax::dynamic::sa_softmax_backward(x.data(), y.data(), dy.data(), dx.data(), n, true);
+      const std::vector<long double> ref = sa_normalized_vjp(x, dy);
+      long double scale = 0;  // (the gradient's size: the largest |dx| or |dy| p)
+      for (std::size_t i = 0; i < n; ++i)
+        scale = std::max({scale, std::fabs(ref[i]), std::fabs((long double)dy[i] * y[i])});
+      for (std::size_t i = 0; i < n; ++i) CHECK(std::fabs(dx[i] - ref[i]) <= tol * scale);
+      // In place on dy and on x: the same bits.
+      std::vector<T> d2 = dy, x2 = x;
+      smax::dynamic::sa_softmax_backward(x.data(), y.data(), d2.data(), d2.data(), n, true);
+      smax::dynamic::sa_softmax_backward(x2.data(), y.data(), dy.data(), x2.data(), n, true);
+      CHECK(d2 == dx);
+      CHECK(x2 == dx);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("seeds: normalized sa_softmax_backward on rows of tiny range, every ISA", "[seeds][backward]") {
+  for (const std::string& isa : smax_test::isas()) {
+    smax_test::use_isa use(isa);
+    INFO(isa);
+    sa_backward_tiny_ranges<float>(1e-6f);
+    sa_backward_tiny_ranges<double>(1e-13);
+  }
+}
+
 TEST_CASE("seeds: backward special values", "[seeds][backward]") {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   for (const std::string& isa : smax_test::isas()) {

@@ -388,6 +388,104 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   if (!with_softmax_term<A>(x, n, m, write)) fill(y, n, std::numeric_limits<T>::quiet_NaN());
 }
 
+// The normalized backward's two end entries, exactly, on a row of range
+// R = hi - lo below 1. There the general form's terms of size |dy| p / R
+// cancel at the first minimum and maximum to a result of size |dy| p (its
+// error about an ulp of |dy| p / R: {-1, +inf} where {-1, 1} is exact, float
+// x = {0, 1e-38}, dy = {0, 4}). Taken apart, each end's own term cancels
+// exactly and what is left are sums over the other entries:
+//   dx[imax] = p (dy - D) - sum_k dy_k p_k (x_k - lo) / R^2
+//   dx[imin] = -p D + sum_k dy_k p_k (x_k - hi) / R^2
+// (k over every entry but imin and imax, where the terms are 0 or the
+// cancelled ones: their p is zeroed in the block buffer). The sums are
+// formed in double from x - lo and x - hi (exact in double for float x):
+// one more read of x and dy, taken only on such rows: x86 float in double
+// lanes, double in its own lanes (products below the normal range dropped,
+// negligible for ranges above 2^-900), NEON float element by element.
+struct sa_end_sums {
+  double to_lo = 0, to_hi = 0;  // the two sums above, divided by R once
+  double p_lo = 0, p_hi = 0, dy_hi = 0;
+};
+template <class A, class T, class Term>
+sa_end_sums sa_ends(const T* x, const T* dy, std::size_t n, std::size_t imin, std::size_t imax, T lo, T hi,
+                    const Term& term) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size, block = 512;
+  alignas(64) T p[block];
+  const double lo_d = static_cast<double>(lo), hi_d = static_cast<double>(hi), inv = 1.0 / (hi_d - lo_d);
+  neumaier_sum to_lo, to_hi;
+  for (std::size_t s = 0; s < n; s += block) {
+    const std::size_t len = std::min(block, n - s);
+    map<A>(x + s, p, len, term);
+    for (std::size_t i : {imin, imax})
+      if (i >= s && i < s + len) p[i - s] = T(0);
+    const T *xs = x + s, *ds = dy + s;
+    double a = 0, b = 0;
+    std::size_t j = 0;
+    if constexpr (dot_in_double_v<A, T>) {
+      using D = xsimd::batch<double, A>;
+      const D lov(lo_d), hiv(hi_d), invv(inv);
+      D a0(0.0), a1(0.0), b0(0.0), b1(0.0);
+      const auto add = [&](B pv, B dv, B xv) SMAX_LAMBDA_INLINE {
+        D p0, p1, d0, d1, x0, x1;
+        widen_halves<A>(pv, p0, p1);
+        widen_halves<A>(dv, d0, d1);
+        widen_halves<A>(xv, x0, x1);
+        const D w0 = d0 * p0, w1 = d1 * p1;  // (exact)
+        a0 = xsimd::fma(w0, (x0 - lov) * invv, a0);
+        a1 = xsimd::fma(w1, (x1 - lov) * invv, a1);
+        b0 = xsimd::fma(w0, (x0 - hiv) * invv, b0);
+        b1 = xsimd::fma(w1, (x1 - hiv) * invv, b1);
+      };
+      for (; j + W <= len; j += W) add(B::load_aligned(p + j), B::load_unaligned(ds + j), B::load_unaligned(xs + j));
+      if (j < len) {
+        const std::size_t r = len - j;
+        add(load_partial<A>(p + j, r, T(0)), load_partial<A>(ds + j, r, T(0)), load_partial<A>(xs + j, r, T(0)));
+      }
+      a = xsimd::hadd(a0 + a1);
+      b = xsimd::hadd(b0 + b1);
+    } else if constexpr (std::is_same<T, double>::value) {
+      // (products normal or 0, and terms below 2^52 times the smallest
+      // normal dropped, as sum_of_pairs_normal does: no lane sum cancels to
+      // a subnormal; for ranges above 2^-900 what is dropped is negligible)
+      const B lov(lo), hiv(hi), invv(inv), cut(std::numeric_limits<T>::min() * 0x1p52);
+      B a0(0.0), b0(0.0);
+      const auto add = [&](B pv, B dv, B xv) SMAX_LAMBDA_INLINE {
+        const B w = mul_normal<A, T>(dv, pv);
+        const B ta = mul_normal<A, T>(w, (xv - lov) * invv), tb = mul_normal<A, T>(w, (xv - hiv) * invv);
+        a0 += xsimd::select(xsimd::abs(ta) >= cut, ta, B(0.0));
+        b0 += xsimd::select(xsimd::abs(tb) >= cut, tb, B(0.0));
+      };
+      for (; j + W <= len; j += W) add(B::load_aligned(p + j), B::load_unaligned(ds + j), B::load_unaligned(xs + j));
+      if (j < len) {
+        const std::size_t r = len - j;
+        add(load_partial<A>(p + j, r, T(0)), load_partial<A>(ds + j, r, T(0)), load_partial<A>(xs + j, r, T(0)));
+      }
+      a = xsimd::hadd(a0);
+      b = xsimd::hadd(b0);
+    } else {
+      constexpr double tiny = 0x1p-400;
+      for (; j < len; ++j) {
+        const double d = static_cast<double>(ds[j]), pk = static_cast<double>(p[j]);
+        if (!(std::fabs(d) >= tiny && pk >= tiny)) continue;
+        const double w = d * pk, v = static_cast<double>(xs[j]);
+        a += w * ((v - lo_d) * inv);  // ((v - lo) inv in [0, 1])
+        b += w * ((v - hi_d) * inv);
+      }
+    }
+    to_lo.add(a);
+    to_hi.add(b);
+  }
+  sa_end_sums e;
+  e.to_lo = to_lo.value();
+  e.to_hi = to_hi.value();
+  const auto p_at = [&](std::size_t i) { return i < n ? static_cast<double>(hmax<A>(term(B(x[i])))) : 0.0; };
+  e.p_lo = p_at(imin);
+  e.p_hi = p_at(imax);
+  e.dy_hi = imax < n ? static_cast<double>(dy[imax]) : 0.0;
+  return e;
+}
+
 // With p = softmax(x), y = g p, D = sum dy y, P = sum dy p:
 //   dx_k = p_k (dy_k (g'(x_k) + g(x_k)) - D)
 // plus, normalized (g depends on lo and hi), (D - P) / R at the first
@@ -426,8 +524,12 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
     if (hi > T(0)) imax = first_index_of<A>(x, n, hi);
   }
   const B Dv(finite_mean<T>(D)), slope(g.slope());
+  // (before the pass below, which may overwrite x or dy)
+  const bool exact_ends = (imin < n || imax < n) && g.slope() > T(1);
+  sa_end_sums ends;
   double P = 0;
   const auto run = [&](auto&& term) {
+    if (exact_ends) ends = sa_ends<A>(x, dy, n, imin, imax, lo, hi, term);
     const auto gradient = [=](B v, B d) {
       const B a = normalized ? xsimd::fms(d, g.slope_plus(v, slope), Dv) : xsimd::fms(d, g(v) + B(T(1)), Dv);
       return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
@@ -443,8 +545,14 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
     run(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
   else if (!with_softmax_term<A>(x, n, m, run))
     return fill(dx, n, nan);
-  const double R = g.slope() > T(0) ? 1.0 / static_cast<double>(g.slope()) : 0.0;
   // (rounded to T with no subnormal: 0 below the normal range)
+  if (exact_ends) {
+    const double R = static_cast<double>(hi) - static_cast<double>(lo);
+    if (imin < n) dx[imin] = to_normal<T>(ends.to_hi / R - ends.p_lo * D);
+    if (imax < n) dx[imax] = to_normal<T>(ends.p_hi * (ends.dy_hi - D) - ends.to_lo / R);
+    return;
+  }
+  const double R = g.slope() > T(0) ? 1.0 / static_cast<double>(g.slope()) : 0.0;
   if (imin < n && g.slope() > T(0)) dx[imin] = to_normal<T>(dx[imin] + (D - P) / R);
   if (imax < n && g.slope() > T(0)) dx[imax] = to_normal<T>(dx[imax] - D / R);
 }
