@@ -302,6 +302,51 @@ SMAX_INLINE xsimd::batch<T, A> cody_waite(xsimd::batch<T, A> x, xsimd::batch<T, 
   }
 }
 
+// Where two_pass_sum forms its terms from sixteenths of a power of two:
+// AVX-512, float, full accuracy. There q = round(16 x log2e) splits as
+// 16 k + j, e^x = 2^k 2^(j/16) e^r with |r| <= ln2/32, and e^r needs a
+// cubic (error below 3e-9) instead of the degree-6 polynomial: 7 FMA-pipe
+// operations per vector instead of 10, plus a 16-entry table lookup
+// (vpermps) and two integer operations (docs/tuning.md, "Sixteenths").
+template <class A, class T, exp_accuracy Acc>
+constexpr bool sixteenths_v = is_avx512_v<A> && std::is_same<T, float>::value && Acc == exp_accuracy::full;
+
+// e^x 2^-E = p scale given Kq = 16 x log2e + (1.5 2^23 - 16 E) rounded to
+// an integer (so that q - 16 E = Kq - 1.5 2^23 and k - E = floor of that /
+// 16), for k - E in [-126, 127]: scale is T[j] with k - E added to its
+// exponent field (normal), p the cubic of r = x - q ln2/16.
+template <class A>
+SMAX_INLINE xsimd::batch<float, A> sixteenths_term(xsimd::batch<float, A> x, xsimd::batch<float, A> Kq,
+                                                   xsimd::batch<float, A> magic,
+                                                   xsimd::batch<float, A>& scale_out) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    using C = exp_constants<float>;
+    using B = xsimd::batch<float, A>;
+    // 2^(j/16), j = 0..15, each rounded to nearest
+    const __m512 table = _mm512_set_ps(0x1.ea4afap+0f, 0x1.d5818ep+0f, 0x1.c199bep+0f, 0x1.ae89fap+0f,
+                                       0x1.9c4918p+0f, 0x1.8ace54p+0f, 0x1.7a1148p+0f, 0x1.6a09e6p+0f,
+                                       0x1.5ab07ep+0f, 0x1.4bfdaep+0f, 0x1.3dea64p+0f, 0x1.306fep+0f,
+                                       0x1.2387a6p+0f, 0x1.172b84p+0f, 0x1.0b5586p+0f, 0x1p+0f);
+    const B q = Kq - magic;  // q - 16 E + 16 E: exact
+    B r = fnma_<A, float>(q, B(C::ln2_f1 * 0x1p-4f), x);
+    r = fnma_<A, float>(q, B(C::ln2_f2 * 0x1p-4f), r);
+    // (1 + r + c2 r^2 + c3 r^3 fitted to e^r on |r| <= ln2/32: relative
+    // error 2.6e-9, the rounding of c2 and c3 included; Taylor's: 9.3e-9)
+    B p = fma_<A, float>(B(0x1.55547cp-3f), r, B(0x1.0001dap-1f));
+    p = fma_<A, float>(p, r, B(1.0f));
+    p = fma_<A, float>(p, r, B(1.0f));
+    const __m512i bits = _mm512_castps_si512(Kq);
+    const __m512i scale = _mm512_add_epi32(_mm512_castps_si512(_mm512_permutexvar_ps(bits, table)),
+                                           _mm512_slli_epi32(_mm512_srli_epi32(bits, 4), 23));
+    scale_out = B(_mm512_castsi512_ps(scale));
+    return p;
+  }
+#endif
+  (void)Kq, (void)magic, (void)scale_out;
+  return x;  // (never used: sixteenths_v)
+}
+
 // Without FMA, the polynomials' unfused products p d (|p| >= 2^-26) would
 // be subnormal for a d near 0 (x near 0 reduced with K = 0): d is replaced by
 // d + c, c = 2^-60 (double 2^-900), which is 0 or at least c 2^-24 (double

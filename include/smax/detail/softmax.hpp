@@ -265,12 +265,19 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
   const B floor(-L::limit);
   const B ln2(static_cast<T>(0.6931471805599453));
 
+  // K counts 1/unit powers of two: 16ths where the terms come from a table
+  // (sixteenths_v, exp.hpp), whole ones elsewhere. E is whole either way.
+  constexpr bool sixteenths = sixteenths_v<A, T, Acc>;
+  constexpr T unit = sixteenths ? T(16) : T(1);
+  constexpr T base = sixteenths ? T(0x1.8p23) : C::bias_magic;  // the magic less unit E
+  const B log2e_units(C::log2e * unit);
   B E = round_to_int<A, T>(B(-L::limit / 2 * C::log2e));
   // Per lane: the clamp of x (see above) and the magic of the rounding.
   const auto lane_floor = [&](B e) { return xsimd::max(floor, (e - B(headroom)) * ln2); };
+  const auto lane_magic = [&](B e) { return B(base) - e * B(unit); };
   B lo = lane_floor(E);
-  B magic = B(C::bias_magic) - E;
-  B kmax(-L::limit * C::log2e);  // max K: the range test at the end
+  B magic = lane_magic(E);
+  B kmax(-L::limit * C::log2e * unit);  // max K: the range test at the end
   B acc[U];
 #pragma GCC unroll 16
   for (std::size_t u = 0; u < U; ++u) acc[u] = B(T(0));
@@ -289,25 +296,33 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) v[u] = xsimd::max(lo, v[u]);  // keeps NaN (see softmax_online)
 #pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u) K[u] = mul_add_magic<A, T>(v[u], B(C::log2e), magic);
+    for (std::size_t u = 0; u < U; ++u) K[u] = mul_add_magic<A, T>(v[u], log2e_units, magic);
     B km = K[0];
 #pragma GCC unroll 16
     for (std::size_t u = 1; u < U; ++u) km = xsimd::max(km, K[u]);
     kmax = xsimd::max(kmax, km - magic);
-    if (move_reference<A, T>(km > B(C::bias_magic + slack), km - magic, E, acc, total,
+    // (the new E: the whole part of the largest K)
+    const B top = sixteenths ? xsimd::floor((km - magic) * B(T(1) / unit)) : km - magic;
+    if (move_reference<A, T>(km > B(base + slack * unit), top, E, acc, total,
                              [](B old, B next) { return ldexp_normal<A, T>(B(T(1)), old - next); })) {
       lo = lane_floor(E);
-      magic = B(C::bias_magic) - E;
+      magic = lane_magic(E);
 #pragma GCC unroll 16
       for (std::size_t u = 0; u < U; ++u) {
         v[u] = xsimd::max(lo, v[u]);
-        K[u] = mul_add_magic<A, T>(v[u], B(C::log2e), magic);
+        K[u] = mul_add_magic<A, T>(v[u], log2e_units, magic);
       }
     }
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) {
-      const B p = exp_poly<A, T, Acc>(cody_waite<A, T, Acc>(v[u], K[u] - magic));
-      acc[u] = fma_<A, T>(p, pow2_biased<A, T>(K[u]), acc[u]);
+      if constexpr (sixteenths) {
+        B scale;
+        const B p = sixteenths_term<A>(v[u], K[u], magic, scale);
+        acc[u] = fma_<A, T>(p, scale, acc[u]);
+      } else {
+        const B p = exp_poly<A, T, Acc>(cody_waite<A, T, Acc>(v[u], K[u] - magic));
+        acc[u] = fma_<A, T>(p, pow2_biased<A, T>(K[u]), acc[u]);
+      }
     }
   };
   const auto flush = [&]() {
@@ -347,7 +362,7 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
   }
   flush();
 
-  const T km = hmax<A>(kmax);
+  const T km = hmax<A>(kmax) / unit;
   const bool in_range =
       km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
 
