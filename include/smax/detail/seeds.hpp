@@ -421,7 +421,15 @@ sa_end_sums sa_ends(const T* x, const T* dy, std::size_t n, std::size_t imin, st
       if (i >= s && i < s + len) p[i - s] = T(0);
     const T *xs = x + s, *ds = dy + s;
     double a = 0, b = 0;
-    std::size_t j = 0;
+    // add(p, dy, x) over the block's vectors, the last one partial
+    const auto over_block = [&](auto&& add) {
+      std::size_t j = 0;
+      for (; j + W <= len; j += W) add(B::load_aligned(p + j), B::load_unaligned(ds + j), B::load_unaligned(xs + j));
+      if (j < len) {
+        const std::size_t r = len - j;
+        add(load_partial<A>(p + j, r, T(0)), load_partial<A>(ds + j, r, T(0)), load_partial<A>(xs + j, r, T(0)));
+      }
+    };
     if constexpr (dot_in_double_v<A, T>) {
       using D = xsimd::batch<double, A>;
       const D lov(lo_d), hiv(hi_d), invv(inv);
@@ -437,11 +445,7 @@ sa_end_sums sa_ends(const T* x, const T* dy, std::size_t n, std::size_t imin, st
         b0 = xsimd::fma(w0, (x0 - hiv) * invv, b0);
         b1 = xsimd::fma(w1, (x1 - hiv) * invv, b1);
       };
-      for (; j + W <= len; j += W) add(B::load_aligned(p + j), B::load_unaligned(ds + j), B::load_unaligned(xs + j));
-      if (j < len) {
-        const std::size_t r = len - j;
-        add(load_partial<A>(p + j, r, T(0)), load_partial<A>(ds + j, r, T(0)), load_partial<A>(xs + j, r, T(0)));
-      }
+      over_block(add);
       a = xsimd::hadd(a0 + a1);
       b = xsimd::hadd(b0 + b1);
     } else if constexpr (std::is_same<T, double>::value) {
@@ -456,16 +460,12 @@ sa_end_sums sa_ends(const T* x, const T* dy, std::size_t n, std::size_t imin, st
         a0 += xsimd::select(xsimd::abs(ta) >= cut, ta, B(0.0));
         b0 += xsimd::select(xsimd::abs(tb) >= cut, tb, B(0.0));
       };
-      for (; j + W <= len; j += W) add(B::load_aligned(p + j), B::load_unaligned(ds + j), B::load_unaligned(xs + j));
-      if (j < len) {
-        const std::size_t r = len - j;
-        add(load_partial<A>(p + j, r, T(0)), load_partial<A>(ds + j, r, T(0)), load_partial<A>(xs + j, r, T(0)));
-      }
+      over_block(add);
       a = xsimd::hadd(a0);
       b = xsimd::hadd(b0);
     } else {
       constexpr double tiny = 0x1p-400;
-      for (; j < len; ++j) {
+      for (std::size_t j = 0; j < len; ++j) {
         const double d = static_cast<double>(ds[j]), pk = static_cast<double>(p[j]);
         if (!(std::fabs(d) >= tiny && pk >= tiny)) continue;
         const double w = d * pk, v = static_cast<double>(xs[j]);
