@@ -115,6 +115,24 @@ inline const cpu_facts& cpu() noexcept {
 // Intel, so off there.
 inline bool gap_breaks_stream() noexcept { return cpu().amd; }
 
+// From this many bytes of input two_pass_sum (softmax.hpp) sums x as two
+// halves merged at the end (the same bits wherever it runs), so that where
+// two streams of reads are faster than one (interleave_halves) it can read
+// both at once; below it, x is in cache (docs/tuning.md, "Two halves").
+constexpr std::size_t two_halves_min_bytes = std::size_t(4) << 20;
+
+// Whether two_pass_sum reads its two halves at once: on the AMD EPYC Zen 5
+// two interleaved streams read 10-15% faster than one (measured); not
+// measured on Intel or Zen 4, which read the halves one after the other.
+// The tests force either order on this thread (halves_order_forced) and
+// compare the bits.
+enum class halves_order { by_cpu, one_after_other, interleaved };
+inline thread_local halves_order halves_order_forced = halves_order::by_cpu;
+inline bool interleave_halves() noexcept {
+  if (halves_order_forced != halves_order::by_cpu) return halves_order_forced == halves_order::interleaved;
+  return cpu().amd && cpu().family >= 0x1a;
+}
+
 // Whether AVX-512 runs here on 256-bit units, two per instruction: AMD
 // family 0x19 (Zen 4; Zen 3, the same family, has no AVX-512), so that an
 // AVX-512 kernel computes at about AVX2's rate per element. Family 0x1a

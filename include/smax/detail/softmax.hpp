@@ -271,108 +271,153 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
   constexpr T unit = sixteenths ? T(16) : T(1);
   constexpr T base = sixteenths ? T(0x1.8p23) : C::bias_magic;  // the magic less unit E
   const B log2e_units(C::log2e * unit);
-  B E = round_to_int<A, T>(B(-L::limit / 2 * C::log2e));
   // Per lane: the clamp of x (see above) and the magic of the rounding.
   const auto lane_floor = [&](B e) { return xsimd::max(floor, (e - B(headroom)) * ln2); };
   const auto lane_magic = [&](B e) { return B(base) - e * B(unit); };
-  B lo = lane_floor(E);
-  B magic = lane_magic(E);
-  B kmax(-L::limit * C::log2e * unit);  // max K: the range test at the end
-  B acc[U];
-#pragma GCC unroll 16
-  for (std::size_t u = 0; u < U; ++u) acc[u] = B(T(0));
-  compensated<A, T> total;
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
 
-  B vmax(-std::numeric_limits<T>::infinity());
+  // The sums of one stretch of x (the whole of x, or one of its two halves
+  // below): per-lane references, accumulators and the chunk count.
+  struct lane_sums {
+    B E, lo, magic, kmax, vmax;
+    B acc[U];
+    compensated<A, T> total;
+    std::size_t chunks = 0;
+  };
+  const auto start = [&](lane_sums& st) {
+    st.E = round_to_int<A, T>(B(-L::limit / 2 * C::log2e));
+    st.lo = lane_floor(st.E);
+    st.magic = lane_magic(st.E);
+    st.kmax = B(-L::limit * C::log2e * unit);  // max K: the range test at the end
+    st.vmax = B(ninf);
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) st.acc[u] = B(T(0));
+  };
 
   // One iteration: U vectors (the tail: padded with -inf, which clamps to a
   // term below 2^-125 of its lane).
-  const auto chunk = [&](B* v) {
+  const auto chunk = [&](lane_sums& st, B* v) SMAX_LAMBDA_INLINE {
     B K[U];  // K - E + bias_magic
     if constexpr (WithMax) {
 #pragma GCC unroll 16
-      for (std::size_t u = 0; u < U; ++u) vmax = xsimd::max(vmax, v[u]);
+      for (std::size_t u = 0; u < U; ++u) st.vmax = xsimd::max(st.vmax, v[u]);
     }
 #pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u) v[u] = xsimd::max(lo, v[u]);  // keeps NaN (see softmax_online)
+    for (std::size_t u = 0; u < U; ++u) v[u] = xsimd::max(st.lo, v[u]);  // keeps NaN (see softmax_online)
 #pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u) K[u] = mul_add_magic<A, T>(v[u], log2e_units, magic);
+    for (std::size_t u = 0; u < U; ++u) K[u] = mul_add_magic<A, T>(v[u], log2e_units, st.magic);
     B km = K[0];
 #pragma GCC unroll 16
     for (std::size_t u = 1; u < U; ++u) km = xsimd::max(km, K[u]);
-    kmax = xsimd::max(kmax, km - magic);
+    st.kmax = xsimd::max(st.kmax, km - st.magic);
     // (the new E: the whole part of the largest K)
-    const B top = sixteenths ? xsimd::floor((km - magic) * B(T(1) / unit)) : km - magic;
-    if (move_reference<A, T>(km > B(base + slack * unit), top, E, acc, total,
+    const B top = sixteenths ? xsimd::floor((km - st.magic) * B(T(1) / unit)) : km - st.magic;
+    if (move_reference<A, T>(km > B(base + slack * unit), top, st.E, st.acc, st.total,
                              [](B old, B next) { return ldexp_normal<A, T>(B(T(1)), old - next); })) {
-      lo = lane_floor(E);
-      magic = lane_magic(E);
+      st.lo = lane_floor(st.E);
+      st.magic = lane_magic(st.E);
 #pragma GCC unroll 16
       for (std::size_t u = 0; u < U; ++u) {
-        v[u] = xsimd::max(lo, v[u]);
-        K[u] = mul_add_magic<A, T>(v[u], log2e_units, magic);
+        v[u] = xsimd::max(st.lo, v[u]);
+        K[u] = mul_add_magic<A, T>(v[u], log2e_units, st.magic);
       }
     }
 #pragma GCC unroll 16
     for (std::size_t u = 0; u < U; ++u) {
       if constexpr (sixteenths) {
         B scale;
-        const B p = sixteenths_term<A>(v[u], K[u], magic, scale);
-        acc[u] = fma_<A, T>(p, scale, acc[u]);
+        const B p = sixteenths_term<A>(v[u], K[u], st.magic, scale);
+        st.acc[u] = fma_<A, T>(p, scale, st.acc[u]);
       } else {
-        const B p = exp_poly<A, T, Acc>(cody_waite<A, T, Acc>(v[u], K[u] - magic));
-        acc[u] = fma_<A, T>(p, pow2_biased<A, T>(K[u]), acc[u]);
+        const B p = exp_poly<A, T, Acc>(cody_waite<A, T, Acc>(v[u], K[u] - st.magic));
+        st.acc[u] = fma_<A, T>(p, pow2_biased<A, T>(K[u]), st.acc[u]);
       }
     }
   };
-  const auto flush = [&]() {
+  const auto flush = [&](lane_sums& st) SMAX_LAMBDA_INLINE {
 #pragma GCC unroll 16
     for (std::size_t w = U / 2; w >= 1; w /= 2) {
 #pragma GCC unroll 16
-      for (std::size_t u = 0; u < w; ++u) acc[u] = acc[u] + acc[u + w];
+      for (std::size_t u = 0; u < w; ++u) st.acc[u] = st.acc[u] + st.acc[u + w];
     }
-    total.add(acc[0]);
+    st.total.add(st.acc[0]);
 #pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u) acc[u] = B(T(0));
+    for (std::size_t u = 0; u < U; ++u) st.acc[u] = B(T(0));
+  };
+  const bool far = read_loop_prefetches<S>(n);
+  // The U vectors at p, whole.
+  const auto whole = [&](lane_sums& st, const S* p) SMAX_LAMBDA_INLINE {
+    if (far) prefetch_as<A, U, T>(p);
+    B v[U];
+#pragma GCC unroll 16
+    for (std::size_t u = 0; u < U; ++u) v[u] = pre(load_as<A, T>(p + u * W));
+    chunk(st, v);
+    if (++st.chunks == loop_shape<A>::block_chunks) {
+      flush(st);
+      st.chunks = 0;
+    }
+  };
+  // The rest of a stretch from p on: whole iterations, the tail, the flush.
+  const auto finish = [&](lane_sums& st, const S* p, std::size_t len) SMAX_LAMBDA_INLINE {
+    std::size_t i = 0;
+    for (; i + U * W <= len; i += U * W) whole(st, p + i);
+    if (i < len) {
+      const std::size_t r = len - i;
+      B v[U];
+      for (std::size_t u = 0; u < U; ++u) {
+        const std::size_t live = live_lanes(r, u, W);
+        v[u] = xsimd::select(lane_index<A, T>() < B(static_cast<T>(live)),
+                             pre(load_as_partial<A, T>(p + i + u * W, live, T(0))), B(ninf));
+      }
+      chunk(st, v);
+    }
+    flush(st);
   };
 
-  constexpr T ninf = -std::numeric_limits<T>::infinity();
-  std::size_t i = 0, chunks = 0;
-  const bool far = read_loop_prefetches<S>(n);
-  for (; i + U * W <= n; i += U * W) {
-    if (far) prefetch_as<A, U, T>(x + i);
-    B v[U];
-#pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u) v[u] = pre(load_as<A, T>(x + i + u * W));
-    chunk(v);
-    if (++chunks == loop_shape<A>::block_chunks) {
-      flush();
-      chunks = 0;
-    }
+  lane_sums a;
+  start(a);
+  if (n * sizeof(S) < two_halves_min_bytes) {
+    finish(a, x, n);
+    const T km = hmax<A>(a.kmax) / unit;
+    const bool in_range =
+        km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
+    Emax = hmax<A>(a.E);
+    if constexpr (WithMax) xmax = hmax<A>(a.vmax);
+    // A NaN partial sum must be seen before the rescale below: a lane whose E
+    // is far under Emax is flushed to 0 there, NaN or not.
+    const double raw = a.total.sum();
+    const bool nan_seen = !(raw == raw);
+    s = a.total.dot(ldexp_normal<A, T>(B(T(1)), a.E - B(Emax)));
+    return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
   }
-  if (i < n) {
-    const std::size_t r = n - i;
-    B v[U];
-    for (std::size_t u = 0; u < U; ++u) {
-      const std::size_t live = live_lanes(r, u, W);
-      v[u] = xsimd::select(lane_index<A, T>() < B(static_cast<T>(live)),
-                           pre(load_as_partial<A, T>(x + i + u * W, live, T(0))), B(ninf));
+  // Large x: two halves, [0, h) and [h, n), each summed as above on its own
+  // and the two merged; where one stream of reads is slower than two
+  // (interleave_halves), their iterations alternate, which gives the same
+  // sums as one half after the other (docs/tuning.md, "Two halves"). Not
+  // with a `pre` (MultiMax's modulator: bound by its arithmetic, and 2-5%
+  // slower with both halves' state live).
+  const std::size_t h = n / (2 * U * W) * (U * W);
+  lane_sums b;
+  start(b);
+  if (std::is_same<std::decay_t<Pre>, pass_through>::value && interleave_halves()) {
+    for (std::size_t i = 0; i < h; i += U * W) {
+      whole(a, x + i);
+      whole(b, x + h + i);
     }
-    chunk(v);
+    flush(a);
+    finish(b, x + 2 * h, n - 2 * h);
+  } else {
+    finish(a, x, h);
+    finish(b, x + h, n - h);
   }
-  flush();
-
-  const T km = hmax<A>(kmax) / unit;
+  const T km = hmax<A>(xsimd::max(a.kmax, b.kmax)) / unit;
   const bool in_range =
       km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
-
-  Emax = hmax<A>(E);
-  if constexpr (WithMax) xmax = hmax<A>(vmax);
-  // A NaN partial sum must be seen before the rescale below: a lane whose E
-  // is far under Emax is flushed to 0 there, NaN or not.
-  const double raw = total.sum();
+  Emax = hmax<A>(xsimd::max(a.E, b.E));
+  if constexpr (WithMax) xmax = hmax<A>(xsimd::max(a.vmax, b.vmax));
+  const double raw = a.total.sum() + b.total.sum();
   const bool nan_seen = !(raw == raw);
-  s = total.dot(ldexp_normal<A, T>(B(T(1)), E - B(Emax)));
+  s = a.total.dot(ldexp_normal<A, T>(B(T(1)), a.E - B(Emax))) + b.total.dot(ldexp_normal<A, T>(B(T(1)), b.E - B(Emax)));
   return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
 }
 
