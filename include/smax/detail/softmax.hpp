@@ -374,21 +374,31 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
     flush(st);
   };
 
+  // The result from one stretch's sums, or from both halves' merged.
+  const auto conclude = [&](const lane_sums& first, const auto&... rest) SMAX_LAMBDA_INLINE {
+    B kmax = first.kmax, E = first.E, vmax = first.vmax;
+    ((kmax = xsimd::max(kmax, rest.kmax), E = xsimd::max(E, rest.E), vmax = xsimd::max(vmax, rest.vmax)), ...);
+    const T km = hmax<A>(kmax) / unit;
+    const bool in_range =
+        km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
+    Emax = hmax<A>(E);
+    if constexpr (WithMax) xmax = hmax<A>(vmax);
+    // A NaN partial sum must be seen before the rescale below: a lane whose E
+    // is far under Emax is flushed to 0 there, NaN or not.
+    double raw = first.total.sum();
+    ((raw += rest.total.sum()), ...);
+    const bool nan_seen = !(raw == raw);
+    const auto scaled = [&](const lane_sums& st) { return st.total.dot(ldexp_normal<A, T>(B(T(1)), st.E - B(Emax))); };
+    s = scaled(first);
+    ((s += scaled(rest)), ...);
+    return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
+  };
+
   lane_sums a;
   start(a);
   if (n * sizeof(S) < two_halves_min_bytes) {
     finish(a, x, n);
-    const T km = hmax<A>(a.kmax) / unit;
-    const bool in_range =
-        km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
-    Emax = hmax<A>(a.E);
-    if constexpr (WithMax) xmax = hmax<A>(a.vmax);
-    // A NaN partial sum must be seen before the rescale below: a lane whose E
-    // is far under Emax is flushed to 0 there, NaN or not.
-    const double raw = a.total.sum();
-    const bool nan_seen = !(raw == raw);
-    s = a.total.dot(ldexp_normal<A, T>(B(T(1)), a.E - B(Emax)));
-    return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
+    return conclude(a);
   }
   // Large x: two halves, [0, h) and [h, n), each summed as above on its own
   // and the two merged; where one stream of reads is slower than two
@@ -410,15 +420,7 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
     finish(a, x, h);
     finish(b, x + h, n - h);
   }
-  const T km = hmax<A>(xsimd::max(a.kmax, b.kmax)) / unit;
-  const bool in_range =
-      km >= std::nearbyint(-L::limit / 2 * C::log2e) && km <= std::nearbyint(L::limit * C::log2e);
-  Emax = hmax<A>(xsimd::max(a.E, b.E));
-  if constexpr (WithMax) xmax = hmax<A>(xsimd::max(a.vmax, b.vmax));
-  const double raw = a.total.sum() + b.total.sum();
-  const bool nan_seen = !(raw == raw);
-  s = a.total.dot(ldexp_normal<A, T>(B(T(1)), a.E - B(Emax))) + b.total.dot(ldexp_normal<A, T>(B(T(1)), b.E - B(Emax)));
-  return !nan_seen && in_range && s > 0 && s < std::numeric_limits<double>::infinity();
+  return conclude(a, b);
 }
 
 template <class A, exp_accuracy Acc = exp_accuracy::full, class T, class Pre = pass_through, class S>
