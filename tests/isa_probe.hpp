@@ -44,6 +44,12 @@ struct isa_probe {
   kernel_fn<double> softmax_default_d, softmax_tag_d;
   log_kernel_fn<float> log_softmax_default_f, log_softmax_tag_f;
   log_kernel_fn<double> log_softmax_default_d, log_softmax_tag_d;
+  // half.hpp's narrow_pair against two narrow() calls, bf16 and fp16, both
+  // narrow_input forms, on `vectors` pairs of random float bit patterns
+  // (NaN, inf, subnormals among them; finite normal ones for
+  // finite_normal): the pairs whose 2W results differ in any bit, or -1
+  // where this ISA has no narrow_pair.
+  long (*narrow_pair_mismatches)(std::size_t vectors);
 };
 
 #define SMAX_TEST_DECLARE_PROBE(isa, arch, check) const isa_probe& isa_probe_##isa();

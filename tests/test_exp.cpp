@@ -116,6 +116,23 @@ void compile_time_selection_agrees(const std::string& isa) {
   }
 }
 
+// half.hpp's narrow_pair (the 16-bit softmax's streamed and bf16 write
+// loops) rounds as two narrow() calls do, bit for bit, where the ISA has it.
+void narrow_pair_as_two_narrows(const std::string& isa) {
+  if (!cpu_has(isa)) {
+    WARN("SKIPPED: narrow_pair on " << isa << ": this CPU lacks it");
+    return;
+  }
+  const std::size_t vectors = std::min<std::size_t>(std::size_t(1) << 18, std::max<std::size_t>(smax_test::max_n() / 64, 4096));
+  const long differ = probe(isa).narrow_pair_mismatches(vectors);
+  if (differ < 0) {
+    WARN("SKIPPED: " << isa << " has no narrow_pair (the 16-bit outputs are stored a vector at a time)");
+    return;
+  }
+  INFO("isa " << isa << ", " << vectors << " pairs per type and form");
+  CHECK(differ == 0);
+}
+
 }  // namespace
 
 #define SMAX_TEST_PER_ISA(isa, arch, check)                                                                   \
@@ -125,6 +142,9 @@ void compile_time_selection_agrees(const std::string& isa) {
   TEST_CASE("ISA selection at compile time on " #isa ": default_arch and arch tags agree with the dispatcher", \
             "[dispatch][isa]") {                                                                              \
     compile_time_selection_agrees(#isa);                                                                      \
+  }                                                                                                           \
+  TEST_CASE("16-bit narrow_pair: the bits of two narrow() calls on " #isa, "[half][isa]") {                   \
+    narrow_pair_as_two_narrows(#isa);                                                                         \
   }
 SMAX_ISAS(SMAX_TEST_PER_ISA)
 #undef SMAX_TEST_PER_ISA

@@ -598,5 +598,69 @@ TEST_CASE("bf16: the avx512 level's AVX512_BF16 variant gives the integer roundi
       CHECK(std::memcmp(d1.data(), d2.data(), 2 * n) == 0);
     }
   }
+  // Streamed outputs (map_half: vcvtne2ps2bf16 against the integer pack),
+  // softmax and log_softmax.
+  const std::size_t n = smax::detail::stream_min_bytes / sizeof(bf16) + 37;
+  if (n <= smax_test::max_n()) {
+    const std::vector<bf16> x = logits<bf16>(n, 60.0, 17);
+    std::vector<bf16> y1(n), y2(n);
+    hw.softmax(x.data(), y1.data(), n, smax::algorithm::automatic);
+    plain.softmax(x.data(), y2.data(), n, smax::algorithm::automatic);
+    CHECK(std::memcmp(y1.data(), y2.data(), 2 * n) == 0);
+    hw.log_softmax(x.data(), y1.data(), n);
+    plain.log_softmax(x.data(), y2.data(), n);
+    CHECK(std::memcmp(y1.data(), y2.data(), 2 * n) == 0);
+  }
 }
 #endif
+
+// 16-bit outputs of 16 MiB and more go out with streaming stores (map_half:
+// bf16 rounded two vectors at a time into one, fp16 through a staged
+// chunk). Each output is a function of its own x and the passes' constants,
+// so y's alignment, in place or not, changes no bit; nothing is written
+// outside y; every output within one 16-bit ulp of the exact result.
+TEMPLATE_TEST_CASE("16-bit softmax, streamed outputs: any alignment, in place, guards, within one ulp",
+                   "[half][softmax][log_softmax][large]", bf16, fp16) {
+  using H = TestType;
+  const std::size_t n = smax::detail::stream_min_bytes / sizeof(H) + 37;
+  if (n > smax_test::max_n()) {
+    WARN("SKIPPED: n = " << n << " is above SMAX_TEST_MAX_N = " << smax_test::max_n());
+    return;
+  }
+  const H guard = H::from_bits(0x7bcd);
+  std::vector<H> x = logits<H>(n, 3.0, 91);
+  x[n / 3] = H(-std::numeric_limits<float>::infinity());
+  std::vector<float> xw(n);
+  for (std::size_t i = 0; i < n; ++i) xw[i] = static_cast<float>(x[i]);
+  const std::vector<long double> p = smax_test::ref_softmax(xw), lp = smax_test::ref_log_softmax(xw);
+  const std::size_t last = 64 / sizeof(H) - 1;
+  smax_test::guarded<H> y0(n, 0, guard), y1(n, 1, guard), yl(n, last, guard), z(n, last, guard);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (int kind = 0; kind < 3; ++kind) {
+      const char* names[] = {"softmax/automatic", "softmax/three_pass_recompute", "log_softmax"};
+      INFO(isa << " " << format<H>::name() << " " << names[kind]);
+      const auto run = [&](const H* in, H* out) {
+        if (kind == 0) smax::dynamic::softmax(in, out, n, smax::algorithm::automatic);
+        if (kind == 1) smax::dynamic::softmax(in, out, n, smax::algorithm::three_pass_recompute);
+        if (kind == 2) smax::dynamic::log_softmax(in, out, n);
+      };
+      run(x.data(), y0.data());
+      REQUIRE(y0.intact());
+      const std::vector<H> ref = y0.values();
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        bad += !within_ulp<H>(static_cast<float>(ref[i]), kind == 2 ? lp[i] : p[i]);
+      CHECK(bad == 0);
+      for (auto* y : {&y1, &yl}) {
+        run(x.data(), y->data());
+        CHECK(y->intact());
+        CHECK(std::memcmp(y->values().data(), ref.data(), n * sizeof(H)) == 0);
+      }
+      z.assign(x);
+      run(z.data(), z.data());
+      CHECK(z.intact());
+      CHECK(std::memcmp(z.values().data(), ref.data(), n * sizeof(H)) == 0);
+    }
+  }
+}

@@ -154,6 +154,24 @@ SMAX_INLINE xsimd::batch<std::uint32_t, A> bf16_round_bits(xsimd::batch<float, A
   return xsimd::bitwise_cast<U>(xsimd::select(nan, xsimd::bitwise_cast<I>(quiet), xsimd::bitwise_cast<I>(rounded)));
 }
 
+#if defined(__AVX512F__)
+// bf16_round_bits in AVX-512 intrinsics: a compare to a mask, one blend
+// (a template on A, as everything here: see avx512_bf16 above).
+template <class A, narrow_input In>
+SMAX_INLINE __m512i bf16_round_bits_avx512(__m512 v) noexcept {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  if constexpr (In == narrow_input::any) {
+    const __mmask16 nan =
+        _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+  }
+  return r;
+}
+#endif
+
 template <class A, narrow_input In = narrow_input::any, class H>
 SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
   using B = xsimd::batch<float, A>;
@@ -183,17 +201,7 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
           return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(v));
       }
 #endif
-      // bf16_round_bits in AVX-512 intrinsics: a compare to a mask, one blend
-      const __m512i u = _mm512_castps_si512(v);
-      const __m512i hi = _mm512_srli_epi32(u, 16);
-      const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-      __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-      if constexpr (In == narrow_input::any) {
-        const __mmask16 nan =
-            _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-        r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
-      }
-      h = _mm512_cvtepi32_epi16(r);
+      h = _mm512_cvtepi32_epi16(bf16_round_bits_avx512<A, In>(v));
     }
     else h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     return _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
@@ -255,6 +263,87 @@ SMAX_INLINE void narrow(H* p, xsimd::batch<float, A> v) noexcept {
   alignas(64) float buf[B::size];
   v.store_aligned(buf);
   for (std::size_t i = 0; i < B::size; ++i) p[i] = H(buf[i]);
+}
+
+// Two float batches rounded as narrow() rounds them, packed into one batch
+// of 2W 16-bit values (lo's first), its bits returned as a float batch: one
+// whole-vector store for two vectors' values. (Two narrow() stores read
+// back as one vector fail store-to-load forwarding: map_half's staging of
+// 16-bit outputs.) AVX-512F, and AVX2 (fp16 with F16C).
+template <class A, class H>
+constexpr bool has_narrow_pair_v =
+#if defined(__AVX512F__)
+    std::is_base_of<xsimd::avx512f, A>::value ||
+#endif
+#if defined(__AVX2__) && defined(__F16C__)
+    std::is_base_of<xsimd::avx2, A>::value ||
+#elif defined(__AVX2__)
+    (std::is_base_of<xsimd::avx2, A>::value && std::is_same<H, bf16>::value) ||
+#endif
+    false;
+
+// Where one narrow_pair store is also faster than two narrow() stores in
+// cache: bf16 with vcvtne2ps2bf16 (the avx512_bf16 tag) and with AVX2's
+// pack; not plain AVX-512F's two vpmovdw and an insert, nor fp16's two
+// conversions and an insert (docs/half.md, "Streaming 16-bit outputs").
+template <class A, class H>
+constexpr bool narrow_pair_in_cache_v = std::is_same<H, bf16>::value && has_narrow_pair_v<A, H> &&
+#if XSIMD_WITH_AVX512F
+                                        (std::is_base_of<avx512_bf16, A>::value ||
+                                         !std::is_base_of<xsimd::avx512f, A>::value);
+#else
+                                        true;
+#endif
+
+template <class A, narrow_input In, class H>
+SMAX_INLINE xsimd::batch<float, A> narrow_pair(xsimd::batch<float, A> lo, xsimd::batch<float, A> hi) noexcept {
+  static_assert(has_narrow_pair_v<A, H>, "narrow_pair: AVX-512F or AVX2");
+  using B [[maybe_unused]] = xsimd::batch<float, A>;
+  [[maybe_unused]] constexpr bool bf = std::is_same<H, bf16>::value;
+#if defined(__AVX512F__)
+  if constexpr (std::is_base_of<xsimd::avx512f, A>::value && !bf) {
+    const __m256i a = _mm512_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i b = _mm512_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    return B(_mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1)));
+  }
+  if constexpr (std::is_base_of<xsimd::avx512f, A>::value) {
+#if defined(__AVX512BF16__)
+    // (as narrow(): vcvtne2ps2bf16 reads a subnormal as 0; only this tag)
+    if constexpr (std::is_base_of<avx512_bf16, A>::value) {
+      bool exact = true;
+      if constexpr (In == narrow_input::any) {
+        const auto subnormal = [](__m512 v) {
+          const __m512i bits = _mm512_castps_si512(v);
+          return _mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7f800000)), bits,
+                                             _mm512_set1_epi32(0x007fffff));
+        };
+        exact = (subnormal(lo) | subnormal(hi)) == 0;
+      }
+      if (__builtin_expect(exact, 1)) return B(_mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
+    }
+#endif
+    // (AVX-512F has no 512-bit pack: two vpmovdw and an insert)
+    const __m256i a = _mm512_cvtepi32_epi16(bf16_round_bits_avx512<A, In>(lo));
+    const __m256i b = _mm512_cvtepi32_epi16(bf16_round_bits_avx512<A, In>(hi));
+    return B(_mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1)));
+  }
+#endif
+#if defined(__AVX2__)
+  if constexpr (std::is_base_of<xsimd::avx2, A>::value && !std::is_base_of<xsimd::avx512f, A>::value) {
+    if constexpr (bf) {
+      const __m256i packed = _mm256_packus_epi32(bf16_round_bits<A, In>(lo), bf16_round_bits<A, In>(hi));
+      return B(_mm256_castsi256_ps(_mm256_permute4x64_epi64(packed, 0xd8)));
+    }
+#if defined(__F16C__)
+    else {
+      const __m128i a = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT);
+      const __m128i b = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT);
+      return B(_mm256_castsi256_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1)));
+    }
+#endif
+  }
+#endif
+  return lo;  // (unreachable: the static_assert)
 }
 
 // Widens src[0..n) into the float buffer dst (same for float sources: a

@@ -81,8 +81,15 @@ SMAX_INLINE void map_half_plain(const H* x, Y* y, std::size_t n, F& f, bool far)
     B v[4];
 #pragma GCC unroll 4
     for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + u * W);
+    if constexpr (narrow_pair_in_cache_v<A, Y>) {
+      // one whole-vector store per two vectors' values
+      float* d = reinterpret_cast<float*>(y + i);
+      narrow_pair<A, In, Y>(f(v[0]), f(v[1])).store_unaligned(d);
+      narrow_pair<A, In, Y>(f(v[2]), f(v[3])).store_unaligned(d + W);
+    } else {
 #pragma GCC unroll 4
-    for (std::size_t u = 0; u < 4; ++u) put_float<A, In>(y + i + u * W, f(v[u]));
+      for (std::size_t u = 0; u < 4; ++u) put_float<A, In>(y + i + u * W, f(v[u]));
+    }
   }
   for (; i + W <= n; i += W) put_float<A, In>(y + i, f(widen<A>(x + i)));
   if (i < n) {
@@ -102,29 +109,44 @@ SMAX_FLATTEN void map_half(const H* x, Y* y, std::size_t n, F&& f_arg) noexcept 
   const bool far = n * sizeof(H) >= prefetch_min_bytes;
   if constexpr (has_stream_v<A>) {
     // Large outputs: non-temporal stores of whole vectors (no read for
-    // ownership), through a chunk staged in L1 as map<A, staged> does.
+    // ownership). 16-bit y: each pair of vectors rounded and packed into
+    // one (narrow_pair) and streamed as it is computed; float y, or where
+    // there is no narrow_pair: through a chunk staged in L1 as map<A,
+    // staged> does. Why: docs/half.md, "Streaming 16-bit outputs".
     constexpr std::size_t align = W * sizeof(float);
     const auto addr = reinterpret_cast<std::uintptr_t>(y);
     if (n * sizeof(Y) >= stream_min_bytes && addr % sizeof(Y) == 0) {
       const std::size_t head = ((align - addr % align) % align) / sizeof(Y);
-      constexpr std::size_t C = stream_chunk_bytes / sizeof(Y);
-      static_assert(C % (4 * W) == 0, "a chunk must be whole iterations");
       map_half_plain<A, In>(x, y, head, f, /*far=*/false);
       std::size_t i = head;
-      alignas(64) Y stage[C];
-      for (; i + C <= n; i += C) {
-        for (std::size_t k = 0; k < C; k += 4 * W) {
-          prefetch_as<A, 4, float>(x + i + k);
+      if constexpr (!std::is_same<Y, float>::value && has_narrow_pair_v<A, Y>) {
+        for (; i + 4 * W <= n; i += 4 * W) {
+          prefetch_as<A, 4, float>(x + i);
           B v[4];
 #pragma GCC unroll 4
-          for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + k + u * W);
-#pragma GCC unroll 4
-          for (std::size_t u = 0; u < 4; ++u) put_float<A, In>(stage + k + u * W, f(v[u]));
+          for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + u * W);
+          float* d = reinterpret_cast<float*>(y + i);  // y + i: vector-aligned
+          store_stream<A>(d, narrow_pair<A, In, Y>(f(v[0]), f(v[1])));
+          store_stream<A>(d + W, narrow_pair<A, In, Y>(f(v[2]), f(v[3])));
         }
-        const float* s = reinterpret_cast<const float*>(stage);
-        float* d = reinterpret_cast<float*>(y + i);
+      } else {
+        constexpr std::size_t C = stream_chunk_bytes / sizeof(Y);
+        static_assert(C % (4 * W) == 0, "a chunk must be whole iterations");
+        alignas(64) Y stage[C];
+        for (; i + C <= n; i += C) {
+          for (std::size_t k = 0; k < C; k += 4 * W) {
+            prefetch_as<A, 4, float>(x + i + k);
+            B v[4];
+#pragma GCC unroll 4
+            for (std::size_t u = 0; u < 4; ++u) v[u] = widen<A>(x + i + k + u * W);
+#pragma GCC unroll 4
+            for (std::size_t u = 0; u < 4; ++u) put_float<A, In>(stage + k + u * W, f(v[u]));
+          }
+          const float* s = reinterpret_cast<const float*>(stage);
+          float* d = reinterpret_cast<float*>(y + i);
 #pragma GCC unroll 16
-        for (std::size_t b = 0; b < C * sizeof(Y) / sizeof(float); b += W) store_stream<A>(d + b, B::load_aligned(s + b));
+          for (std::size_t b = 0; b < C * sizeof(Y) / sizeof(float); b += W) store_stream<A>(d + b, B::load_aligned(s + b));
+        }
       }
       stream_fence<A>();
       return map_half_plain<A, In>(x + i, y + i, n - i, f, /*far=*/false);
