@@ -2,6 +2,7 @@
 // -DSMAX_TEST_ISA=<isa> and that ISA's flags; nothing here runs unless the
 // CPU has the ISA.
 #include "isa_probe.hpp"
+#include "narrow_pair_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -230,49 +231,7 @@ void log_softmax_tag(const T* x, T* y, std::size_t n) {
   smax::log_softmax(Arch{}, x, y, n);
 }
 
-template <class H, smax::detail::narrow_input In>
-long narrow_pair_mismatches_of(std::size_t vectors) {
-  if constexpr (!smax::detail::has_narrow_pair_v<Arch, H>) {
-    return -1;
-  } else {
-    using B = xsimd::batch<float, Arch>;
-    constexpr std::size_t W = B::size;
-    std::mt19937 g(static_cast<unsigned>(vectors + W));
-    alignas(64) std::uint32_t in[2 * W];
-    alignas(64) H two[2 * W], pair[2 * W];
-    long differ = 0;
-    for (std::size_t v = 0; v < vectors; ++v) {
-      for (auto& u : in) {
-        u = static_cast<std::uint32_t>(g());
-        // finite_normal: no NaN, inf or subnormal (those become 1 + bits)
-        const std::uint32_t e = (u >> 23) & 0xffu;
-        if (In == smax::detail::narrow_input::finite_normal && (e == 0 || e == 0xffu)) u = 0x3f800000u | (u & 0x7fffu);
-      }
-      if (In == smax::detail::narrow_input::any) in[v % (2 * W)] = static_cast<std::uint32_t>(v & 0x807fffffu);  // subnormal
-      const B lo = xsimd::bitwise_cast<B>(xsimd::batch<std::uint32_t, Arch>::load_aligned(in));
-      const B hi = xsimd::bitwise_cast<B>(xsimd::batch<std::uint32_t, Arch>::load_aligned(in + W));
-      smax::detail::narrow<Arch, In>(two, lo);
-      smax::detail::narrow<Arch, In>(two + W, hi);
-      smax::detail::narrow_pair<Arch, In, H>(lo, hi).store_aligned(reinterpret_cast<float*>(pair));
-      differ += std::memcmp(two, pair, sizeof two) != 0;
-    }
-    return differ;
-  }
-}
-
-long narrow_pair_mismatches(std::size_t vectors) {
-  using smax::detail::narrow_input;
-  const long parts[] = {narrow_pair_mismatches_of<smax::bf16, narrow_input::any>(vectors),
-                        narrow_pair_mismatches_of<smax::bf16, narrow_input::finite_normal>(vectors),
-                        narrow_pair_mismatches_of<smax::fp16, narrow_input::any>(vectors),
-                        narrow_pair_mismatches_of<smax::fp16, narrow_input::finite_normal>(vectors)};
-  long total = 0;
-  for (long d : parts) {
-    if (d < 0) return -1;
-    total += d;
-  }
-  return total;
-}
+long narrow_pair_mismatches(std::size_t vectors) { return narrow_pair_check<Arch>(vectors); }
 
 }  // namespace
 

@@ -296,7 +296,7 @@ constexpr bool narrow_pair_in_cache_v = std::is_same<H, bf16>::value && has_narr
 #endif
 
 template <class A, narrow_input In, class H>
-SMAX_INLINE xsimd::batch<float, A> narrow_pair(xsimd::batch<float, A> lo, xsimd::batch<float, A> hi) noexcept {
+SMAX_INLINE xsimd::batch<float, A> narrow_pair(xsimd::batch<float, A> lo, [[maybe_unused]] xsimd::batch<float, A> hi) noexcept {
   static_assert(has_narrow_pair_v<A, H>, "narrow_pair: AVX-512F or AVX2");
   using B [[maybe_unused]] = xsimd::batch<float, A>;
   [[maybe_unused]] constexpr bool bf = std::is_same<H, bf16>::value;
