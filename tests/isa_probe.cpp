@@ -233,6 +233,61 @@ void log_softmax_tag(const T* x, T* y, std::size_t n) {
 
 long narrow_pair_mismatches(std::size_t vectors) { return narrow_pair_check<Arch>(vectors); }
 
+template <class T, bool NonnegFinite>
+long mul_term_violations_of(std::size_t vectors) {
+  using B = xsimd::batch<T, Arch>;
+  constexpr std::size_t W = B::size;
+  constexpr int lowest = std::numeric_limits<T>::min_exponent - 1;  // min = 2^lowest
+  std::mt19937_64 g(vectors * 7 + W + sizeof(T));
+  std::uniform_real_distribution<double> unit(1.0, 2.0);
+  std::uniform_int_distribution<int> a_exp(lowest, std::numeric_limits<T>::max_exponent - 1);
+  // t: near the bound of a small a, or anywhere up to 2^64
+  std::uniform_int_distribution<int> t_exp(lowest, 64), which(0, 15);
+  const T tiny = std::numeric_limits<T>::min(), inf = std::numeric_limits<T>::infinity();
+  alignas(64) T a[W], t[W], r[W];
+  long bad = 0;
+  for (std::size_t v = 0; v < vectors; ++v) {
+    for (std::size_t j = 0; j < W; ++j) {
+      const int k = which(g);
+      T av = static_cast<T>(std::ldexp(unit(g), a_exp(g)));
+      if (k == 0) av = T(0);
+      if (k == 1) av = NonnegFinite ? T(1) : -inf;
+      if (!NonnegFinite && (k & 2)) av = -av;
+      // t: 0, or a normal number, often chosen so that a t lies within a
+      // few binades of the smallest normal number
+      T tv = static_cast<T>(std::ldexp(unit(g), t_exp(g)));
+      if (k == 1 || k == 4) tv = T(0);
+      if (k >= 8 && av != T(0) && std::isfinite(av)) {
+        const int e = std::ilogb(av), want = lowest - e + (k - 11);
+        if (want >= lowest && want <= 64) tv = static_cast<T>(std::ldexp(unit(g), want));
+      }
+      a[j] = av;
+      t[j] = tv;
+    }
+    smax::detail::mul_term_normal<Arch, T, NonnegFinite>(B::load_aligned(a), B::load_aligned(t)).store_aligned(r);
+    for (std::size_t j = 0; j < W; ++j) {
+      // (the product in T is the rounded one; in long double, exact for
+      // float and within 2^-63 relative for double)
+      const ld exact = static_cast<ld>(a[j]) * static_cast<ld>(t[j]);
+      bool ok;
+      if (std::isinf(a[j]) && t[j] == T(0))
+        ok = r[j] == T(0) && !std::signbit(r[j]);
+      else if (r[j] == T(0))
+        ok = std::fabs(exact) < (smax::detail::mul_term_by_bits_v<Arch, T> ? ld(1.125) : ld(2)) * static_cast<ld>(tiny) *
+                                    (1 + 0x1p-60L);
+      else
+        ok = r[j] == a[j] * t[j] && std::fabs(r[j]) >= tiny;
+      bad += !ok;
+    }
+  }
+  return bad;
+}
+
+long mul_term_normal_violations(std::size_t vectors) {
+  return mul_term_violations_of<float, false>(vectors) + mul_term_violations_of<float, true>(vectors) +
+         mul_term_violations_of<double, false>(vectors) + mul_term_violations_of<double, true>(vectors);
+}
+
 }  // namespace
 
 const isa_probe& SMAX_TEST_CAT(isa_probe_, SMAX_TEST_ISA)() {
@@ -247,7 +302,8 @@ const isa_probe& SMAX_TEST_CAT(isa_probe_, SMAX_TEST_ISA)() {
                               &log_softmax_tag<float>,
                               &log_softmax_default<double>,
                               &log_softmax_tag<double>,
-                              &narrow_pair_mismatches};
+                              &narrow_pair_mismatches,
+                              &mul_term_normal_violations};
   return p;
 }
 

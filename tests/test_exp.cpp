@@ -133,6 +133,19 @@ void narrow_pair_as_two_narrows(const std::string& isa) {
   CHECK(differ == 0);
 }
 
+// mul_term_normal (sa_softmax's write pass out of cache): a kept product is
+// the rounded product and normal, a dropped one below 1.125 times the
+// smallest normal number, -inf beside a term 0 gives +0.
+void mul_term_normal_contract(const std::string& isa) {
+  if (!cpu_has(isa)) {
+    WARN("SKIPPED: mul_term_normal on " << isa << ": this CPU lacks it");
+    return;
+  }
+  const std::size_t vectors = std::min<std::size_t>(std::size_t(1) << 16, std::max<std::size_t>(smax_test::max_n() / 64, 4096));
+  INFO("isa " << isa << ", " << vectors << " vectors per type and form");
+  CHECK(probe(isa).mul_term_normal_violations(vectors) == 0);
+}
+
 }  // namespace
 
 #define SMAX_TEST_PER_ISA(isa, arch, check)                                                                   \
@@ -145,6 +158,10 @@ void narrow_pair_as_two_narrows(const std::string& isa) {
   }                                                                                                           \
   TEST_CASE("16-bit narrow_pair: the bits of two narrow() calls on " #isa, "[half][isa]") {                   \
     narrow_pair_as_two_narrows(#isa);                                                                         \
+  }                                                                                                           \
+  TEST_CASE("mul_term_normal: kept products normal, dropped ones below the normal range on " #isa,            \
+            "[exp][subnormal][isa]") {                                                                        \
+    mul_term_normal_contract(#isa);                                                                           \
   }
 SMAX_ISAS(SMAX_TEST_PER_ISA)
 #undef SMAX_TEST_PER_ISA

@@ -293,18 +293,26 @@ void sa_softmax_nonfinite(const T* x, T* y, std::size_t n, bool normalized) noex
 // two_pass_sum over x; normalized, it also takes lo = min(min x, 0) and
 // hi = max(max x, 0) on the way (else both 0). Its result as two_pass_sum's:
 // true means a finite max and no NaN.
+// Its state by value: two_pass_sum runs a local copy and hands it back, so
+// that mn and mx stay in registers (through references to the caller's
+// frame they were stored every vector: a vector type may alias any store).
 template <class A, class T>
-bool sa_two_pass_sum(const T* x, std::size_t n, bool normalized, double& s, T& Emax, T& lo, T& hi) noexcept {
+struct min_max_tracker {
   using B = xsimd::batch<T, A>;
-  B mn(T(0)), mx(T(0));
-  const auto track = [&](B v) {
+  static constexpr bool light = true;  // (two_pass_sum: the halves may interleave)
+  B mn = B(T(0)), mx = B(T(0));
+  SMAX_INLINE B operator()(B v) noexcept {
     mn = xsimd::min(mn, v);
     mx = xsimd::max(mx, v);
     return v;
-  };
+  }
+};
+template <class A, class T>
+bool sa_two_pass_sum(const T* x, std::size_t n, bool normalized, double& s, T& Emax, T& lo, T& hi) noexcept {
+  min_max_tracker<A, T> track;
   const bool ok = normalized ? two_pass_sum<A>(x, n, s, Emax, track) : two_pass_sum<A>(x, n, s, Emax);
-  lo = -hmax<A>(-mn);
-  hi = hmax<A>(mx);
+  lo = -hmax<A>(-track.mn);
+  hi = hmax<A>(track.mx);
   return ok;
 }
 
@@ -379,9 +387,22 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   const bool ok = sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi);
   const auto write = [&](auto&& term) {
     const sa_factor<A, T> g(normalized, lo, hi);
-    map<A, staged>(x, y, n, [=](B v) { return mul_normal<A, T>(g(v), term(v)); });
+    // (g(v) in [0, 1] normalized; plain, v itself: -inf meets a term of 0)
+    if (normalized) return map<A, staged>(x, y, n, [=](B v) { return mul_term_normal<A, T>(g(v), term(v)); });
+    map<A, staged>(x, y, n, [=](B v) { return mul_term_normal<A, T>(v, term(v)); });
   };
-  if (ok) return write(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
+  if (ok) {
+    // Normalized, on a range R up to 2^24 (mode finite): 1 / R joins the
+    // exp's scale, y = c(x) t' with one guard and no compare on c; a term t'
+    // flushed there gives a y below R 2^-124.5 <= 2^-100.
+    const sa_factor<A, T> g(normalized, lo, hi);
+    if (normalized && g.mode == sa_factor<A, T>::finite && g.inv >= T(0x1p-24)) {
+      const exp_ref<A, T> t(-single_pass_limits<T>::limit, Emax, static_cast<T>(static_cast<double>(g.inv) / s));
+      const B h(g.h), loh(g.loh);  // (c = x h - lo h: 0 or normal in mode finite)
+      return map<A, staged>(x, y, n, [=](B v) { return mul_term_normal<A, T, true>(xsimd::fms(v, h, loh), t(v)); });
+    }
+    return write(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
+  }
   const T m = reduce_max<A>(x, n);
   if (!is_finite(m)) return sa_softmax_nonfinite(x, y, n, normalized);
   if (normalized) min_max0<A>(x, n, lo, hi);

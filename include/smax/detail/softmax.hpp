@@ -249,6 +249,13 @@ struct pass_through {
     return v;
   }
 };
+// A `pre` of a few operations (sa_softmax's min/max tracker) says so with a
+// member `light = true`: it keeps the two halves' interleaving, which a
+// heavy one (MultiMax's modulator) does not.
+template <class Pre, class = void>
+struct pre_is_light : std::is_same<Pre, pass_through> {};
+template <class Pre>
+struct pre_is_light<Pre, std::void_t<decltype(Pre::light)>> : std::integral_constant<bool, Pre::light> {};
 // x may also be bf16 / fp16 (S) with T float: each vector is widened as it
 // is loaded (softmax_half.hpp); for S = T the loads are the plain ones.
 // WithMax: also the largest x (after pre) into xmax, one max per vector
@@ -275,6 +282,15 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
   const auto lane_floor = [&](B e) { return xsimd::max(floor, (e - B(headroom)) * ln2); };
   const auto lane_magic = [&](B e) { return B(base) - e * B(unit); };
   constexpr T ninf = -std::numeric_limits<T>::infinity();
+  // The loop runs a local copy of pre (its vectors then stay in registers:
+  // "Functor copies", loops.hpp); a pre with state of its own (a tracker
+  // passed as a non-const lvalue) gets the copy back at the end.
+  local_copy_t<Pre> pre_local(pre);
+  const auto put_back = [&] {
+    using P = std::remove_reference_t<Pre>;
+    if constexpr (std::is_lvalue_reference<Pre>::value && !std::is_const<P>::value && std::is_copy_assignable<P>::value)
+      pre = pre_local;
+  };
 
   // The sums of one stretch of x (the whole of x, or one of its two halves
   // below): per-lane references, accumulators and the chunk count.
@@ -350,7 +366,7 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
     if (far) prefetch_as<A, U, T>(p);
     B v[U];
 #pragma GCC unroll 16
-    for (std::size_t u = 0; u < U; ++u) v[u] = pre(load_as<A, T>(p + u * W));
+    for (std::size_t u = 0; u < U; ++u) v[u] = pre_local(load_as<A, T>(p + u * W));
     chunk(st, v);
     if (++st.chunks == loop_shape<A>::block_chunks) {
       flush(st);
@@ -367,7 +383,7 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
       for (std::size_t u = 0; u < U; ++u) {
         const std::size_t live = live_lanes(r, u, W);
         v[u] = xsimd::select(lane_index<A, T>() < B(static_cast<T>(live)),
-                             pre(load_as_partial<A, T>(p + i + u * W, live, T(0))), B(ninf));
+                             pre_local(load_as_partial<A, T>(p + i + u * W, live, T(0))), B(ninf));
       }
       chunk(st, v);
     }
@@ -398,18 +414,19 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
   start(a);
   if (n * sizeof(S) < two_halves_min_bytes) {
     finish(a, x, n);
+    put_back();
     return conclude(a);
   }
   // Large x: two halves, [0, h) and [h, n), each summed as above on its own
   // and the two merged; where one stream of reads is slower than two
   // (interleave_halves), their iterations alternate, which gives the same
   // sums as one half after the other (docs/tuning.md, "Two halves"). Not
-  // with a `pre` (MultiMax's modulator: bound by its arithmetic, and 2-5%
-  // slower with both halves' state live).
+  // with a heavy `pre` (MultiMax's modulator: bound by its arithmetic, and
+  // 2-5% slower with both halves' state live).
   const std::size_t h = n / (2 * U * W) * (U * W);
   lane_sums b;
   start(b);
-  if (std::is_same<std::decay_t<Pre>, pass_through>::value && interleave_halves()) {
+  if (pre_is_light<std::decay_t<Pre>>::value && interleave_halves()) {
     for (std::size_t i = 0; i < h; i += U * W) {
       whole(a, x + i);
       whole(b, x + h + i);
@@ -420,6 +437,7 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
     finish(a, x, h);
     finish(b, x + h, n - h);
   }
+  put_back();
   return conclude(a, b);
 }
 
