@@ -251,8 +251,10 @@ long mul_term_violations_of(std::size_t vectors) {
       const int k = which(g);
       T av = static_cast<T>(std::ldexp(unit(g), a_exp(g)));
       if (k == 0) av = T(0);
+      if (k == 5) av = -T(0);
+      if (k == 6) av = static_cast<T>(std::ldexp(unit(g) - 1.0, lowest));  // subnormal (or 0)
       if (k == 1) av = NonnegFinite ? T(1) : -inf;
-      if (!NonnegFinite && (k & 2)) av = -av;
+      if (!NonnegFinite && (k & 2)) av = -av;  // (k = 6: a negative subnormal)
       // t: 0, or a normal number, often chosen so that a t lies within a
       // few binades of the smallest normal number
       T tv = static_cast<T>(std::ldexp(unit(g), t_exp(g)));
@@ -270,8 +272,13 @@ long mul_term_violations_of(std::size_t vectors) {
       // float and within 2^-63 relative for double)
       const ld exact = static_cast<ld>(a[j]) * static_cast<ld>(t[j]);
       bool ok;
+      const bool sub = a[j] != T(0) && std::fabs(a[j]) < tiny;
       if (std::isinf(a[j]) && t[j] == T(0))
         ok = r[j] == T(0) && !std::signbit(r[j]);
+      else if (a[j] == T(0))  // +-0: +0 beside t < 2
+        ok = r[j] == T(0) && (t[j] >= T(2) || !std::signbit(r[j]));
+      else if (sub && r[j] != T(0))  // a subnormal input: kept only beside t >= 1
+        ok = t[j] >= T(1) && r[j] == a[j] * t[j];
       else if (r[j] == T(0))
         ok = std::fabs(exact) < (smax::detail::mul_term_by_bits_v<Arch, T> ? ld(1.125) : ld(2)) * static_cast<ld>(tiny) *
                                     (1 + 0x1p-60L);

@@ -51,13 +51,14 @@ struct isa_probe {
   // where this ISA has no narrow_pair.
   long (*narrow_pair_mismatches)(std::size_t vectors);
   // exp.hpp's mul_term_normal(a, t), float and double, both forms, on
-  // `vectors` vectors of random (a, t): a of any sign and binade, 0 and
-  // -inf (finite and >= 0 for the NonnegFinite form), t 0 or normal up to
-  // 2^64. The lanes that break its contract: a kept product that is not the
-  // rounded a t or lies below the smallest normal number; a dropped one (+0)
-  // whose exact value reaches 1.125 times that number (the most the integer
-  // test drops; 2 times for double on SSE2, which keeps mul_normal); -inf
-  // beside t = 0 not +0.
+  // `vectors` vectors of random (a, t): a of any sign and binade, +-0,
+  // subnormals and -inf (finite and >= 0 for the NonnegFinite form), t 0 or
+  // normal up to 2^64. The lanes that break its contract: a kept product
+  // that is not the rounded a t or lies below the smallest normal number
+  // (allowed for a subnormal a beside t >= 1); a dropped one whose exact
+  // value reaches 1.125 times that number (the most the integer test drops;
+  // 2 times for double on SSE2, which keeps mul_normal); -inf beside t = 0,
+  // or +-0 beside t < 2, giving anything but +0.
   long (*mul_term_normal_violations)(std::size_t vectors);
 };
 

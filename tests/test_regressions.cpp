@@ -648,3 +648,28 @@ TEST_CASE("fuzz: entmax15 stays exact on logits near 7e5 that differ by 1e-3", "
     CHECK(y.back() == 0.0);
   }
 }
+
+TEST_CASE("review: sa_softmax normalized gives +0 for -0 entries out of cache, as in cache", "[regression][seeds]") {
+  // Found by a review of the write pass's integer guard: with no negative
+  // logit (lo = 0), c = x h - lo h is -0 at x = -0, whose bit pattern
+  // wrapped the guard's room, and the two-pass form wrote -0 where the
+  // in-cache form writes +0. 3M + 7 floats: two passes on every ISA that
+  // takes them (not SSE2; there the same call is the in-cache reference).
+  const std::size_t n = (std::size_t(3) << 20) + 7;
+  std::vector<float> x = smax_test::normal<float>(n, 3.0, 41), y(n);
+  for (auto& v : x) v = std::fabs(v);
+  const std::size_t zeros[] = {0, 7, 1000, n / 2, n - 1};
+  for (std::size_t i : zeros) x[i] = -0.0f;
+  x[5] = 0.0f;
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    INFO("isa " << isa);
+    smax::dynamic::sa_softmax(x.data(), y.data(), n, true);
+    for (std::size_t i : zeros) CHECK((y[i] == 0.0f && !std::signbit(y[i])));
+    CHECK((y[5] == 0.0f && !std::signbit(y[5])));
+    std::vector<float> small(x.begin(), x.begin() + 4096), ys(4096);  // in cache
+    smax::dynamic::sa_softmax(small.data(), ys.data(), small.size(), true);
+    CHECK((ys[0] == 0.0f && !std::signbit(ys[0])));
+    CHECK((ys[7] == 0.0f && !std::signbit(ys[7])));
+  }
+}

@@ -500,16 +500,19 @@ SMAX_INLINE xsimd::batch<T, A> mul_normal(xsimd::batch<T, A> a, xsimd::batch<T, 
 
 // a * t for a term t (+0 or a normal number, as the exps give), or +0 where
 // that product may fall below the smallest normal number (never formed).
-// a: any value but NaN, -inf beside t = 0 (an exp's flushed term) giving
-// +0, the limit of x e^x; with NonnegFinite, a finite a >= 0 (one step
-// less: abs and min dropped). Judged on the bit patterns as integers: with
-// a' = min(|a|, 1), bits(t) > bits(1) + bits(min) - 1 - bits(a') holds
-// exactly where the exponents' sum, carried by the mantissas' sum, reaches
-// the normal range, and (1 + f)(1 + g) >= 1 + f + g makes every kept
-// product normal (where |a| > 1 the test is t >= min, enough as |a t| > t;
-// a nonnegative finite a needs no cap, as no difference wraps). What it
-// drops is below 2^-124 (float; 2^-1020 double). Four to six operations
-// where mul_normal (with a select for -inf) takes eight to ten: sa_softmax's
+// a: normal, +-0 or -inf (-inf beside t = 0, an exp's flushed term, gives
+// +0: the limit of x e^x); with NonnegFinite, normal or +-0 with a >= 0
+// (one step less: no cap). A subnormal a, an input already below the
+// normal range, is kept only beside t >= 1 and its product may then be
+// subnormal, as with mul_normal beside |b| >= 2. Judged on the bit patterns
+// as integers: with a' = min(|a|, 1), bits(t) > bits(1) + bits(min) - 1 -
+// bits(a') holds exactly where the exponents' sum, carried by the
+// mantissas' sum, reaches the normal range, and (1 + f)(1 + g) >= 1 + f + g
+// makes every kept product normal (where |a| > 1 the test is t >= min,
+// enough as |a t| > t; without the cap no difference wraps either, |a|
+// having a clear sign bit). What it drops is below 1.125 times the smallest
+// normal number. Five or six operations on AVX2 (four or five on AVX-512)
+// where mul_normal with a select for -inf takes ten (eight): sa_softmax's
 // write pass out of cache.
 // (SSE2 has no 64-bit integer compare: double keeps mul_normal there,
 // which drops up to twice the smallest normal number)
@@ -531,7 +534,7 @@ SMAX_INLINE xsimd::batch<T, A> mul_term_normal(xsimd::batch<T, A> a, xsimd::batc
     std::memcpy(&one_bits, &one, sizeof one);
     std::memcpy(&tiny_bits, &tiny, sizeof tiny);
     // (min(|a|, 1), not min(1, |a|): a NaN a is outside the contract)
-    const B capped = NonnegFinite ? a : xsimd::min(xsimd::abs(a), B(one));
+    const B capped = NonnegFinite ? xsimd::abs(a) : xsimd::min(xsimd::abs(a), B(one));  // (abs: -0 is +0)
     const BI room = BI(I(one_bits + tiny_bits - 1)) - xsimd::bitwise_cast<BI>(capped);
     const BI tb = xsimd::bitwise_cast<BI>(t);
 #if defined(__AVX512F__)
@@ -680,9 +683,17 @@ struct mul_normal_by {
     return cut;
   }
   SMAX_INLINE B operator()(B a) const noexcept {
-    // (AVX-512 keeps its getexp form, as short: a masked compare and
-    // multiply measured no faster there, Zen 4)
-    if constexpr (is_avx512_v<A>) return mul_normal<A, T>(a, c);
+    // (AVX-512, float: a masked compare and multiply, 3-5% faster in
+    // sa_softmax on Zen 5, where Zen 4 had measured no difference; double
+    // keeps the getexp form, 4-5% faster on Zen 5: docs/tuning.md)
+#if defined(__AVX512F__)
+    if constexpr (is_avx512_v<A>) {
+      if constexpr (std::is_same<T, float>::value)
+        return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(xsimd::abs(a), cut, _CMP_NLT_UQ), a, c);
+      else
+        return mul_normal<A, T>(a, c);
+    }
+#endif
     return xsimd::select(xsimd::abs(a) < cut, B(T(0)), a) * c;
   }
 };

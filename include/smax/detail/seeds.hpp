@@ -392,13 +392,16 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
     map<A, staged>(x, y, n, [=](B v) { return mul_term_normal<A, T>(v, term(v)); });
   };
   if (ok) {
-    // Normalized, on a range R up to 2^24 (mode finite): 1 / R joins the
+    // Normalized, on a range R up to 2^23 (mode finite): 1 / R joins the
     // exp's scale, y = c(x) t' with one guard and no compare on c; a term t'
-    // flushed there gives a y below R 2^-124.5 <= 2^-100.
+    // the exp flushes was below 11.4 2^-127 (its largest mantissa times the
+    // smallest power of two it drops), so y below R 2^-123.5 <= 2^-100.5.
     const sa_factor<A, T> g(normalized, lo, hi);
-    if (normalized && g.mode == sa_factor<A, T>::finite && g.inv >= T(0x1p-24)) {
+    if (normalized && g.mode == sa_factor<A, T>::finite && g.inv >= T(0x1p-23)) {
       const exp_ref<A, T> t(-single_pass_limits<T>::limit, Emax, static_cast<T>(static_cast<double>(g.inv) / s));
-      const B h(g.h), loh(g.loh);  // (c = x h - lo h: 0 or normal in mode finite)
+      // (c = x h - lo h >= 0: normal or +-0, or subnormal where x is, beside
+      // t' <= 1, which drops it)
+      const B h(g.h), loh(g.loh);
       return map<A, staged>(x, y, n, [=](B v) { return mul_term_normal<A, T, true>(xsimd::fms(v, h, loh), t(v)); });
     }
     return write(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
