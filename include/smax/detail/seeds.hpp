@@ -290,12 +290,10 @@ void sa_softmax_nonfinite(const T* x, T* y, std::size_t n, bool normalized) noex
   for (std::size_t i = 0; i < n; ++i) y[i] = (x[i] == inf) ? share : T(0);
 }
 
-// two_pass_sum over x; normalized, it also takes lo = min(min x, 0) and
-// hi = max(max x, 0) on the way (else both 0). Its result as two_pass_sum's:
-// true means a finite max and no NaN.
-// Its state by value: two_pass_sum runs a local copy and hands it back, so
-// that mn and mx stay in registers (through references to the caller's
-// frame they were stored every vector: a vector type may alias any store).
+// The running min and max of a pass, as a two_pass_sum `pre`. Its state by
+// value: two_pass_sum runs a local copy and hands it back, so that mn and mx
+// stay in registers (through references to the caller's frame they were
+// stored every vector: a vector type may alias any store).
 template <class A, class T>
 struct min_max_tracker {
   using B = xsimd::batch<T, A>;
@@ -307,6 +305,9 @@ struct min_max_tracker {
     return v;
   }
 };
+// two_pass_sum over x; normalized, it also takes lo = min(min x, 0) and
+// hi = max(max x, 0) on the way (else both 0). Its result as two_pass_sum's:
+// true means a finite max and no NaN.
 template <class A, class T>
 bool sa_two_pass_sum(const T* x, std::size_t n, bool normalized, double& s, T& Emax, T& lo, T& hi) noexcept {
   min_max_tracker<A, T> track;

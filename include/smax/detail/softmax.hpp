@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "exp.hpp"
@@ -286,8 +287,13 @@ SMAX_FLATTEN bool two_pass_sum_tracked(const S* x, std::size_t n, double& s, T& 
   // "Functor copies", loops.hpp); a pre with state of its own (a tracker
   // passed as a non-const lvalue) gets the copy back at the end.
   local_copy_t<Pre> pre_local(pre);
+  using P = std::remove_reference_t<Pre>;
+  // A pre whose call may change it (not callable as const) and that cannot
+  // be assigned back (a mutable lambda) would lose its state here.
+  static_assert(!std::is_lvalue_reference<Pre>::value || std::is_const<P>::value || std::is_copy_assignable<P>::value ||
+                    std::is_invocable<const P&, B>::value,
+                "two_pass_sum: a stateful pre passed as an lvalue must be copy-assignable");
   const auto put_back = [&] {
-    using P = std::remove_reference_t<Pre>;
     if constexpr (std::is_lvalue_reference<Pre>::value && !std::is_const<P>::value && std::is_copy_assignable<P>::value)
       pre = pre_local;
   };
