@@ -200,7 +200,9 @@ void check_rows(const smax_test::family<T>& calls, int kind, std::size_t n) {
       std::size_t n_sub = 0;
       for (T v : ieee) n_sub += is_subnormal(v);
       CHECK(n_sub == 0);
-      if (have_ftz) {
+      // (the sanitized build, -O0 and 10-50x slower, leaves the FTZ/DAZ
+      // rerun of the larger rows to the native builds, which run all of it)
+      if (have_ftz && !(smax_test::sanitized && n > 4100)) {
         {
           fp_flush_scope ftz(true);
           k.run(x.data(), dy.data(), flushed.data(), n);
