@@ -308,6 +308,92 @@ TEMPLATE_TEST_CASE("16-bit family: bad arguments throw and write nothing", "[hal
   smax::stablemax(static_cast<const H*>(nullptr), static_cast<H*>(nullptr), 0);
 }
 
+// logsumexp, cross_entropy and its backward read 16-bit x as it is (no
+// float copy): the float kernels' results on the widened x, on rows each of
+// their paths takes (the one-read sum; NaN, +-inf, all -inf and |x| beyond
+// the single-pass range, which fall back to the widened row), in place,
+// with and without a saved logsumexp.
+TEMPLATE_TEST_CASE("16-bit losses read x as 16-bit: the float kernels' results, every path", "[half][family][losses]",
+                   bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::size_t> ns{1, 3, 100, 4097};
+  if (smax_test::max_n() >= 131072) ns.push_back(65536 + 4099);  // two blocks of the smoothed mean
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : ns) {
+      for (int row = 0; row < 6; ++row) {
+        std::vector<H> x = logits<H>(n, 3.0, n + row);
+        if (row == 1) x[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 2) x[n / 3] = H(inf);
+        if (row == 3) std::fill(x.begin(), x.end(), H(-inf));
+        if (row == 4)  // every |x| beyond split_limit (float: 4096), in each type's range
+          for (auto& v : x) v = H(-5000.0f - std::fabs(static_cast<float>(v)));
+        if (row == 5) x[0] = H(-inf);
+        const std::vector<float> xf = widen_to<float>(x);
+        const std::size_t t = n / 2;
+        INFO(isa << " " << format<H>::name() << " n=" << n << " row kind " << row);
+        const double lse = d::logsumexp(x.data(), n);
+        CHECK(same(lse, d::logsumexp(xf.data(), n)));
+        for (float ls : {0.0f, 0.1f}) {
+          CHECK(same(d::cross_entropy(x.data(), n, t, ls), d::cross_entropy(xf.data(), n, t, ls)));
+          // (an infinite or huge dloss, and a saved lse that is not x's,
+          // send NaN and inf through the 16-bit rounding of dx)
+          for (double dloss : {0.75, 0.0, -2.0, double(inf), 1e300}) {
+            std::vector<float> gf(n), gf_other(n);
+            d::cross_entropy_backward(xf.data(), n, t, dloss, gf.data(), ls);
+            d::cross_entropy_backward(xf.data(), n, t, dloss, gf_other.data(), ls, 3.0);
+            const std::vector<H> want = narrow_from<H>(gf), want_other = narrow_from<H>(gf_other);
+            std::vector<H> g(n), g_lse(n), g_other(n), in_place = x;
+            d::cross_entropy_backward(x.data(), n, t, dloss, g.data(), ls);
+            d::cross_entropy_backward(x.data(), n, t, dloss, g_lse.data(), ls, lse);
+            d::cross_entropy_backward(x.data(), n, t, dloss, g_other.data(), ls, 3.0);
+            d::cross_entropy_backward(in_place.data(), n, t, dloss, in_place.data(), ls, lse);
+            CHECK(same_bits(g, want));
+            CHECK(same_bits(g_lse, want));
+            CHECK(same_bits(g_other, want_other));
+            CHECK(same_bits(in_place, want));
+          }
+        }
+      }
+    }
+    // From 2^20 floats (4 MiB) the float sum reads x as two halves, the
+    // 16-bit one from 2^21 (the split is by bytes read): in between the
+    // same terms are added in another order. Given the same lse, dx has
+    // the same bits.
+    if (smax_test::max_n() >= (std::size_t(1) << 21)) {
+      const std::size_t n = (std::size_t(1) << 20) + 4099, t = 12345;
+      const std::vector<H> x = logits<H>(n, 3.0, 4242);
+      const std::vector<float> xf = widen_to<float>(x);
+      const double lse = d::logsumexp(x.data(), n), lse_f = d::logsumexp(xf.data(), n);
+      CHECK(std::fabs(lse - lse_f) <= 4e-16 * std::fabs(lse_f));
+      const double ce = d::cross_entropy(x.data(), n, t), ce_f = d::cross_entropy(xf.data(), n, t);
+      CHECK(std::fabs(ce - ce_f) <= 4e-16 * std::fabs(lse_f));
+      CHECK(d::cross_entropy(x.data(), n, t, 0.1f) == d::cross_entropy(xf.data(), n, t, 0.1f));
+      std::vector<float> gf(n);
+      std::vector<H> g(n);
+      d::cross_entropy_backward(xf.data(), n, t, 0.5, gf.data(), 0.1f, lse);
+      d::cross_entropy_backward(x.data(), n, t, 0.5, g.data(), 0.1f, lse);
+      CHECK(same_bits(g, narrow_from<H>(gf)));
+    }
+    // batched, unsmoothed, with the rows' logsumexp kept: each loss is
+    // lse - x[t] (no second read), the single-row call's value
+    const std::size_t rows = 3, cols = 513;
+    const std::vector<H> xb = logits<H>(rows * cols, 2.0, 99);
+    const std::vector<std::int64_t> targets{0, 512, 77};
+    smax::loss_options none;
+    none.reduce = smax::reduction::none;
+    std::vector<double> loss(rows), lse(rows);
+    d::cross_entropy(smax::matrix_view<const H>(xb.data(), rows, cols), targets.data(), none, loss.data(), lse.data());
+    for (std::size_t r = 0; r < rows; ++r) {
+      CHECK(lse[r] == d::logsumexp(xb.data() + r * cols, cols));
+      CHECK(loss[r] == d::cross_entropy(xb.data() + r * cols, cols, static_cast<std::size_t>(targets[r])));
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("16-bit family: special values as for float", "[half][family][special]", bf16, fp16) {
   using H = TestType;
   namespace d = smax::dynamic;

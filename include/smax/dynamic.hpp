@@ -58,6 +58,12 @@ void log_softmax(const double* x, double* y, std::size_t n);
                         executor* ex = nullptr);                                                              \
   void log_softmax_backward(matrix_view<const H> y, matrix_view<const H> dy, matrix_view<H> dx,               \
                             executor* ex = nullptr);                                                          \
+  double logsumexp(const H* x, std::size_t n);                                                                \
+  double cross_entropy(const H* x, std::size_t n, std::size_t target, float label_smoothing = 0);             \
+  void cross_entropy_backward(const H* x, std::size_t n, std::size_t target, double dloss, H* dx,             \
+                              float label_smoothing = 0);                                                     \
+  void cross_entropy_backward(const H* x, std::size_t n, std::size_t target, double dloss, H* dx,             \
+                              float label_smoothing, double logsumexp_x);                                     \
   void convert(const H* src, float* dst, std::size_t n);                                                      \
   void convert(const float* src, H* dst, std::size_t n);
 SMAX_DYNAMIC_HALF(bf16)

@@ -1179,6 +1179,52 @@ SMAX_SEEDS_BATCHED_BACKWARD(asentmax_backward, detail::check_asentmax("smax::ase
 SMAX_HALF_FAMILY(H, SMAX_HALF_SINGLE)
 #undef SMAX_HALF_SINGLE
 
+// logsumexp, cross_entropy and cross_entropy_backward on 16-bit x read x as
+// 16-bit (losses.hpp, half_family.hpp): no float copy of the row, the float
+// kernels' results on the widened x; rows with NaN, +-inf or magnitudes
+// beyond the single-pass range take the widened form above.
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, double> logsumexp(A, const H* x, std::size_t n) {
+  return detail::logsumexp_half<A, detail::arch_conversion<A>>(x, n, nullptr);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>, double> logsumexp(const H* x, std::size_t n) {
+  return logsumexp(DefaultArch{}, x, n);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, double> cross_entropy(A, const H* x, std::size_t n,
+                                                                                    std::size_t target,
+                                                                                    float label_smoothing = 0) {
+  return detail::cross_entropy_half<A, detail::arch_conversion<A>>(x, n, target, label_smoothing);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>, double> cross_entropy(const H* x, std::size_t n, std::size_t target,
+                                                             float label_smoothing = 0) {
+  return cross_entropy(DefaultArch{}, x, n, target, label_smoothing);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> cross_entropy_backward(
+    A, const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float label_smoothing = 0) {
+  detail::cross_entropy_backward_half<A, detail::arch_conversion<A>>(x, n, target, dloss, dx, label_smoothing, nullptr);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::size_t n, std::size_t target,
+                                                               double dloss, H* dx, float label_smoothing = 0) {
+  cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> cross_entropy_backward(
+    A, const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float label_smoothing, double logsumexp_x) {
+  detail::cross_entropy_backward_half<A, detail::arch_conversion<A>>(x, n, target, dloss, dx, label_smoothing,
+                                                                      &logsumexp_x);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::size_t n, std::size_t target,
+                                                               double dloss, H* dx, float label_smoothing,
+                                                               double logsumexp_x) {
+  cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing, logsumexp_x);
+}
+
 // The k largest entries of softmax(x) as topk_softmax (probs: k 16-bit
 // values, each rounded once; index as for float).
 template <class A, class H>

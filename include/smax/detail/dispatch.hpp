@@ -134,6 +134,14 @@
     (matrix_view<const H> y, matrix_view<const H> dy, matrix_view<H> dx, executor* ex), (y, dy, dx, ex))         \
   X(void, batched_log_softmax_backward, log_softmax_backward,                                                    \
     (matrix_view<const H> y, matrix_view<const H> dy, matrix_view<H> dx, executor* ex), (y, dy, dx, ex))         \
+  X(double, logsumexp, logsumexp, (const H* x, std::size_t n), (x, n))                                          \
+  X(double, cross_entropy, cross_entropy, (const H* x, std::size_t n, std::size_t target, float ls),            \
+    (x, n, target, ls))                                                                                          \
+  X(void, cross_entropy_backward, cross_entropy_backward,                                                        \
+    (const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float ls), (x, n, target, dloss, dx, ls)) \
+  X(void, cross_entropy_backward_lse, cross_entropy_backward,                                                    \
+    (const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float ls, double lse),                  \
+    (x, n, target, dloss, dx, ls, lse))                                                                          \
   X(void, widen, convert, (const H* src, float* dst, std::size_t n), (src, dst, n))                             \
   X(void, narrow, convert, (const float* src, H* dst, std::size_t n), (src, dst, n))
 

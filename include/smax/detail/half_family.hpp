@@ -1,5 +1,7 @@
 // The rest of the family on bf16 / fp16 arrays (softmax, log_softmax and
-// their backward passes have their own streaming kernels: softmax_half.hpp).
+// their backward passes have their own streaming kernels: softmax_half.hpp;
+// logsumexp and cross_entropy read 16-bit x through losses.hpp's passes,
+// below).
 // Each 16-bit call widens its 16-bit arrays into float, runs the float
 // kernel (one body for every type), and rounds each output once: results
 // within one 16-bit ulp of the float kernel's, special values and errors as
@@ -24,6 +26,7 @@
 #include "batched.hpp"
 #include "half.hpp"
 #include "losses.hpp"
+#include "softmax_half.hpp"
 
 namespace smax {
 namespace detail {
@@ -238,6 +241,44 @@ void call_widened_topk(const H* x, std::size_t n, std::size_t k, H* probs, std::
   Conv::narrow(pf, probs, k);
 }
 
+// logsumexp, cross_entropy and cross_entropy_backward on 16-bit x: x read
+// as 16-bit by losses.hpp's passes (each vector widened as loaded; dx
+// rounded once as written), no float copy of the row: the results of the
+// float kernels on the widened x. Rows of 2^20 to 2^21 elements aside: the
+// float sum reads 4 MiB and more as two halves, the 16-bit one 8 MiB and
+// more, so there its terms are added in another order (about 1e-16 of the
+// logsumexp; dx has the same bits given the same lse). What those passes
+// leave to the float kernels' other paths (NaN, +-inf, magnitudes beyond
+// the single-pass range, an lse beyond split_limit) runs the float kernel
+// on the widened row, as the rest of the family does.
+template <class A, class Conv, class H>
+double logsumexp_half(const H* x, std::size_t n, double* meanx) {
+  double lse;
+  if (logsumexp_one_read<A>(x, n, meanx, lse)) return lse;
+  return call_widened_whole<Conv, H>(
+      n, [](const float* xf, std::size_t m) { return logsumexp_max<A>(xf, m); }, x, n);
+}
+template <class A, class Conv, class H>
+double cross_entropy_half(const H* x, std::size_t n, std::size_t target, float ls) {
+  check_loss_args<float>("smax::cross_entropy", n, target, ls);
+  double meanx = 0;
+  const double lse = logsumexp_half<A, Conv>(x, n, ls > 0.0f ? &meanx : nullptr);
+  const float xt = to_float(x[target]);
+  return cross_entropy_from(&xt, 0, ls, lse, meanx);
+}
+// saved_lse: the caller's logsumexp of x, or null (then one more read).
+template <class A, class Conv, class H>
+void cross_entropy_backward_half(const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float ls,
+                                 const double* saved_lse) {
+  check_loss_args<float>("smax::cross_entropy_backward", n, target, ls);
+  const double lse = saved_lse ? *saved_lse : logsumexp_half<A, Conv>(x, n, nullptr);
+  if (cross_entropy_backward_from<A>(x, n, target, dloss, dx, ls, lse)) return;
+  call_widened_whole<Conv, H>(
+      n,
+      [=](const float* xf, std::size_t m, float* dxf) { cross_entropy_backward<A>(xf, m, target, dloss, dxf, ls, lse); },
+      x, n, dx);
+}
+
 // The batched 16-bit forms: f(r) for every row on the executor. The
 // arguments are checked before; the one exception a row can still raise
 // (std::bad_alloc for a long row's workspace) is caught in its task and
@@ -326,8 +367,14 @@ double half_cross_entropy_rows(const matrix_view<const H>& x, const std::int64_t
   for_each_half_row(x.rows, x.cols, ex, [&](std::size_t r) {
     const std::int64_t t = targets[r];
     if (row_lse) row_lse[r] = lse_of_row(x.row(r), x.cols);
-    row_loss[r] =
-        t == o.ignore_index ? 0.0 : loss_of_row(x.row(r), x.cols, static_cast<std::size_t>(t), o.label_smoothing);
+    // (without smoothing the loss is lse - x[t], cross_entropy_from's: no
+    // second read of the row)
+    if (t == o.ignore_index)
+      row_loss[r] = 0.0;
+    else if (row_lse && o.label_smoothing == 0.0f)
+      row_loss[r] = row_lse[r] - static_cast<double>(to_float(x.row(r)[t]));
+    else
+      row_loss[r] = loss_of_row(x.row(r), x.cols, static_cast<std::size_t>(t), o.label_smoothing);
   });
   return reduce_losses(row_loss, targets, x.rows, o);
 }
@@ -392,16 +439,6 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
   X(H, void, asentmax_backward,                                                                                  \
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float alpha, float s, float b = 0),              \
     (x, y, dy, dx, n, alpha, s, b))                                                                              \
-  X(H, double, logsumexp, (const H* x, std::size_t n), (x, n))                                                   \
-  X(H, double, cross_entropy, (const H* x, std::size_t n, std::size_t target, float label_smoothing = 0),        \
-    (x, n, target, label_smoothing))                                                                             \
-  X(H, void, cross_entropy_backward,                                                                             \
-    (const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float label_smoothing = 0),             \
-    (x, n, target, dloss, dx, label_smoothing))                                                                  \
-  X(H, void, cross_entropy_backward,                                                                             \
-    (const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float label_smoothing,                  \
-     double logsumexp_x),                                                                                        \
-    (x, n, target, dloss, dx, label_smoothing, logsumexp_x))                                                     \
   X(H, std::size_t, sample,                                                                                      \
     (const H* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset = 0),           \
     (logits, n, s, seed, offset))

@@ -17,6 +17,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../types.hpp"
@@ -24,6 +25,7 @@
 #include "exp.hpp"
 #include "loops.hpp"
 #include "softmax.hpp"
+#include "softmax_half.hpp"
 
 namespace smax {
 
@@ -58,21 +60,27 @@ double logsumexp_max(const T* x, std::size_t n) noexcept {
   return std::log(s) + shift;  // NaN s (a NaN in x) gives NaN
 }
 
-// logsumexp of x[0..n) in one read; with meanx, also the mean of x (the
-// block's second read, for the sum, hits L2).
-template <class A, class T>
-double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
+// logsumexp of x[0..n) in one read into lse; with meanx, also the mean of x
+// (the block's second read, for the sum, hits L2). x may be 16-bit (read as
+// such, summed in float: the same sums as on the widened x). False, with
+// lse not set (*meanx is), where two_pass_sum cannot take x: NaN, +-inf,
+// magnitudes beyond its range, an empty sum; logsumexp_max takes those.
+template <class A, class S>
+bool logsumexp_one_read(const S* x, std::size_t n, double* meanx, double& lse) noexcept {
+  using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   constexpr double ln2 = 0.6931471805599453;
   if (n == 0) {
     if (meanx) *meanx = 0;
-    return -std::numeric_limits<double>::infinity();
+    lse = -std::numeric_limits<double>::infinity();
+    return true;
   }
   if (!meanx) {
     double s;
     T E;
-    if (two_pass_sum<A>(x, n, s, E)) return std::log(s) + static_cast<double>(E) * ln2;
-    return logsumexp_max<A>(x, n);
+    if (!two_pass_sum<A>(x, n, s, E)) return false;
+    lse = std::log(s) + static_cast<double>(E) * ln2;
+    return true;
   }
   const std::size_t nb = (n + block_elems - 1) / block_elems;
   // x is summed as x 2^-k, 2^k >= 2n (exact; mul_summable drops a product
@@ -91,7 +99,7 @@ double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
   // Blocks in order; (s, E) merged as it goes: s is rescaled by a power of
   // two when a later block's E is larger (exact).
   for (std::size_t b = 0; b < nb; ++b) {
-    const T* xb = x + b * block_elems;
+    const S* xb = x + b * block_elems;
     const std::size_t len = std::min(block_elems, n - b * block_elems);
     double sb = 0;
     T Eb = T(0);
@@ -110,9 +118,15 @@ double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
   const double nd = static_cast<double>(n);
   const double kept = std::fabs(total_x) < std::numeric_limits<double>::min() * nd ? 0.0 : total_x;
   *meanx = std::ldexp(kept / nd, k);
-  if (ok && s > 0 && s < std::numeric_limits<double>::infinity())
-    return std::log(s) + static_cast<double>(Emax) * ln2;
-  return logsumexp_max<A>(x, n);
+  if (!(ok && s > 0 && s < std::numeric_limits<double>::infinity())) return false;
+  lse = std::log(s) + static_cast<double>(Emax) * ln2;
+  return true;
+}
+
+template <class A, class T>
+double logsumexp_sum(const T* x, std::size_t n, double* meanx) noexcept {
+  double lse;
+  return logsumexp_one_read<A>(x, n, meanx, lse) ? lse : logsumexp_max<A>(x, n);
 }
 
 template <class T>
@@ -146,15 +160,28 @@ double cross_entropy(const T* x, std::size_t n, std::size_t target, float ls) no
 //   dloss e^(x - lse) = s_m e^x 2^-E2, with lse = E ln2 + r (|r| <= ln2/2),
 //   dloss e^-r = s_m 2^k (s_m in [0.5, 1), k capped at 100 so the
 //   polynomial's scaled coefficients stay normal), E2 = E - k: normal_exp.
-template <class A, class T>
-SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float ls,
-                            double lse) noexcept {
+// x and dx may be 16-bit (S = D = bf16 or fp16: read as such, each dx
+// computed in float and rounded once, the bits of the float kernel on the
+// widened x, narrowed); those return false, with nothing written, for what
+// takes the float kernel's other paths (NaN, a non-finite or extreme lse).
+template <class A, class S, class D>
+SMAX_FLATTEN bool cross_entropy_backward_from(const S* x, std::size_t n, std::size_t target, double dloss, D* dx,
+                                              float ls, double lse) noexcept {
+  using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   using C = exp_constants<double>;
+  constexpr bool half = is_half_v<S>;
+  static_assert(std::is_same<S, D>::value, "x and dx have one type");
   const double l = ls;
   const double q_rest = l / static_cast<double>(n);
   const double q_target = (1.0 - l) + q_rest;
-  const double xt = static_cast<double>(x[target]);  // before dx (maybe x) is written
+  // (before dx, maybe x, is written)
+  const double xt = [&] {
+    if constexpr (half)
+      return static_cast<double>(to_float(x[target]));
+    else
+      return static_cast<double>(x[target]);
+  }();
   // The constant dloss ls / n: 0 when so small that e - c could come out
   // subnormal (a T below min 2^(digits+2) has no such difference with a
   // normal value unless it is 0; that drops < 1e-30 absolute for float).
@@ -162,18 +189,32 @@ SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t 
   const double c_min = static_cast<double>(std::numeric_limits<T>::min()) * std::ldexp(1.0, std::numeric_limits<T>::digits + 2);
   const T c = to_normal<T>(c_d, c_min);
   double p_target = exp_flushed(xt - lse);
+  const auto put_target = [&](double v) {
+    if constexpr (half)
+      dx[target] = from_float<D>(to_normal<T>(v));
+    else
+      dx[target] = to_normal<T>(v);
+  };
   if (!(lse == lse) || !(dloss == dloss)) {
-    fill(dx, n, std::numeric_limits<T>::quiet_NaN());
-    return;
+    if constexpr (half) {
+      return false;
+    } else {
+      fill(dx, n, std::numeric_limits<T>::quiet_NaN());
+      return true;
+    }
   }
   if (!is_finite(lse)) {
-    // softmax by the family's rules (+inf entries share, all -inf: zeros),
-    // then the scalar gradient.
-    softmax_nonfinite(x, dx, n, result_form::probabilities);
-    const double pt = static_cast<double>(dx[target]);
-    for (std::size_t i = 0; i < n; ++i) dx[i] = to_normal<T>(dloss * static_cast<double>(dx[i]) - c_d);
-    dx[target] = to_normal<T>(dloss * (pt - q_target));
-    return;
+    if constexpr (half) {
+      return false;
+    } else {
+      // softmax by the family's rules (+inf entries share, all -inf: zeros),
+      // then the scalar gradient.
+      softmax_nonfinite(x, dx, n, result_form::probabilities);
+      const double pt = static_cast<double>(dx[target]);
+      for (std::size_t i = 0; i < n; ++i) dx[i] = to_normal<T>(dloss * static_cast<double>(dx[i]) - c_d);
+      dx[target] = to_normal<T>(dloss * (pt - q_target));
+      return true;
+    }
   }
   // s_m 2^k = f (the factor beside e^x 2^-E or e^(x - m)), s_m in [0.5, 1)
   // unless k is capped at 100 (then |s_m| <= 2^28 for float's dloss range);
@@ -184,15 +225,34 @@ SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t 
     return f * std::ldexp(1.0, -k);
   };
   const B cb(c);
-  const auto write = [&](auto&& e) { map<A, staged>(x, dx, n, [=](B v) { return e(v) - cb; }); };
+  // 16-bit dx: no e(v) - c is subnormal (e(v) is 0 or normal; c is 0 or at
+  // least c_min and has e(v)'s sign), so the bf16 rounding may skip its
+  // subnormal test (finite_normal). NaN and inf still reach it (a saved lse
+  // beside NaN or +inf in x, an infinite or huge dloss): inf rounds
+  // correctly either way, and every NaN here has its low 16 bits zero (a
+  // widened bf16, or the default NaN), which the bf16 rounding keeps NaN
+  // and quiet. fp16 takes `any`: SSE2's integer form turns NaN into inf
+  // without its select (the others ignore the flag).
+  const auto write = [&](auto&& e) {
+    const auto term = [=](B v) SMAX_LAMBDA_INLINE { return e(v) - cb; };
+    if constexpr (half)
+      map_half<A, std::is_same<D, bf16>::value ? narrow_input::finite_normal : narrow_input::any>(x, dx, n, term);
+    else
+      map<A, staged>(x, dx, n, term);
+  };
   if (dloss == 0) {
-    map<A>(x, dx, n, [](B) { return B(T(0)); });
+    if constexpr (half)
+      fill(dx, n, D(0.0f));
+    else
+      map<A>(x, dx, n, [](B) { return B(T(0)); });
   } else if (std::fabs(lse) <= exp_constants<T>::split_limit) {
     const double E = std::nearbyint(lse * 1.4426950408889634);
     const double r = std::fma(-E, C::ln2_f1, lse) - E * C::ln2_f2;
     int k;
     const double s = split_factor(dloss * std::exp(-r), k);
     write(normal_exp<A, T>(static_cast<T>(E - k), static_cast<T>(s)));
+  } else if constexpr (half) {
+    return false;
   } else {
     // lse beyond split_limit (float: every x below about -4096 or above
     // 4096): shift by the max m, exact wherever a term matters (exp.hpp),
@@ -208,7 +268,14 @@ SMAX_FLATTEN void cross_entropy_backward(const T* x, std::size_t n, std::size_t 
     const normal_exp<A, T> e(static_cast<T>(-k), static_cast<T>(s));
     write([&](B v) { return e(v - mb); });
   }
-  dx[target] = to_normal<T>(dloss * (p_target - q_target));
+  put_target(dloss * (p_target - q_target));
+  return true;
+}
+
+template <class A, class T>
+void cross_entropy_backward(const T* x, std::size_t n, std::size_t target, double dloss, T* dx, float ls,
+                            double lse) noexcept {
+  cross_entropy_backward_from<A>(x, n, target, dloss, dx, ls, lse);
 }
 
 // ---- batched rows ----
