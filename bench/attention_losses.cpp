@@ -4,12 +4,13 @@
 // Contenders run interleaved, `reps` rounds; each line prints the median
 // time per call and ns per element, and the ratios the issue asks for.
 //
-//   smax_attention_bench [reps] [which: attn,attnb,ce,cebatch; default all]
+//   smax_attention_bench [reps] [which: attn,attnb,ce,cebatch,ce16; default all]
 //                        [batch rows, default 1024]
 // Torch: OMP_NUM_THREADS=1 (ATEN_CPU_CAPABILITY=avx512 for its AVX-512 code).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -304,11 +305,110 @@ void bench_ce_batched(int reps, std::size_t rows) {
 #endif
 }
 
+// 16-bit rooflines: a read of n 16-bit values (their bit patterns summed)
+// and a copy of them.
+std::uint32_t read_sum16(const std::uint16_t* x, std::size_t n) {
+  std::uint32_t a[32] = {};
+  const std::size_t whole = n / 32 * 32;
+  for (std::size_t i = 0; i < whole; i += 32)
+    for (int k = 0; k < 32; ++k) a[k] += x[i + k];
+  std::uint32_t s = 0;
+  for (std::size_t i = whole; i < n; ++i) s += x[i];
+  for (std::uint32_t v : a) s += v;
+  return s;
+}
+
+std::vector<smax::bf16> bf16_logits(std::size_t n, std::uint64_t seed) {
+  const std::vector<float> f = logits(n, seed);
+  std::vector<smax::bf16> h(n);
+  smax::dynamic::convert(f.data(), h.data(), n);
+  return h;
+}
+
+// The losses on bf16 logits (read as bf16, no float copy), against the
+// 16-bit rooflines, the same loss after converting the row to float by hand
+// (a kept float buffer), and libtorch's bf16 cross_entropy.
+void bench_ce16(int reps, std::size_t rows) {
+  using smax::bf16;
+  const std::size_t n = std::size_t(64) << 20;
+  std::vector<bf16> x = bf16_logits(n, 5), dx(n);
+  std::vector<float> xf(n);
+  const std::size_t t = 12345;
+  const double lse = smax::dynamic::logsumexp(x.data(), n);
+  const auto* bits = reinterpret_cast<const std::uint16_t*>(x.data());
+  std::vector<contender> cs;
+  cs.push_back({"bf16 cross_entropy 64M", [&] { sink_d = smax::dynamic::cross_entropy(x.data(), n, t); }, {}});
+  cs.push_back({"bf16 cross_entropy 64M, label smoothing 0.1", [&] {
+                  sink_d = smax::dynamic::cross_entropy(x.data(), n, t, 0.1f);
+                },
+                {}});
+  cs.push_back({"bf16 converted to float, float cross_entropy", [&] {
+                  smax::dynamic::convert(x.data(), xf.data(), n);
+                  sink_d = smax::dynamic::cross_entropy(xf.data(), n, t);
+                },
+                {}});
+  cs.push_back({"roofline: read 64M bf16", [&] { sink_d = read_sum16(bits, n); }, {}});
+  cs.push_back({"bf16 cross_entropy_backward 64M, saved lse", [&] {
+                  smax::dynamic::cross_entropy_backward(x.data(), n, t, 1.0, dx.data(), 0.0f, lse);
+                },
+                {}});
+  cs.push_back({"roofline: copy 64M bf16", [&] { std::memcpy(dx.data(), x.data(), n * sizeof(bf16)); }, {}});
+#ifdef SMAX_BENCH_TORCH
+  const at::Tensor tx = torch::from_blob(x.data(), {1L, long(n)}, torch::TensorOptions().dtype(torch::kBFloat16));
+  const at::Tensor tt = torch::full({1}, long(t), torch::kLong);
+  cs.push_back({"libtorch F::cross_entropy bf16 64M", [&] {
+                  sink_f = torch::nn::functional::cross_entropy(tx, tt).item<float>();
+                },
+                {}});
+#endif
+  std::printf("cross_entropy on bf16: n = %zu (1 thread, %s)\n", n, smax::dynamic::active_isa());
+  const auto m = interleave(cs, reps);
+  report(cs, m, double(n));
+  std::printf("  cross_entropy vs 16-bit read roofline: %.3f (ls 0.1: %.3f); vs converting to float first: %.2fx\n",
+              m[3] / m[0], m[3] / m[1], m[2] / m[0]);
+  std::printf("  backward (saved lse) vs 16-bit copy: %.3f\n", m[5] / m[4]);
+#ifdef SMAX_BENCH_TORCH
+  std::printf("  cross_entropy vs libtorch bf16: %.2fx\n", m[6] / m[0]);
+#endif
+
+  const std::size_t v = 151936, nb = rows * v;
+  x = bf16_logits(nb, 6);
+  std::vector<std::int64_t> tg(rows);
+  for (std::size_t r = 0; r < rows; ++r) tg[r] = static_cast<std::int64_t>((r * 7919) % v);
+  const smax::matrix_view<const bf16> xv(x.data(), rows, v);
+  std::vector<double> row_loss(rows), row_lse(rows);
+  smax::loss_options none;
+  none.reduce = smax::reduction::none;
+  bits = reinterpret_cast<const std::uint16_t*>(x.data());
+  std::vector<contender> cb;
+  cb.push_back({"bf16 cross_entropy batched (mean)", [&] { sink_d = smax::dynamic::cross_entropy(xv, tg.data()); }, {}});
+  cb.push_back({"bf16 cross_entropy batched, rows' loss and lse", [&] {
+                  smax::dynamic::cross_entropy(xv, tg.data(), none, row_loss.data(), row_lse.data());
+                },
+                {}});
+  cb.push_back({"roofline: read bf16", [&] { sink_d = read_sum16(bits, nb); }, {}});
+#ifdef SMAX_BENCH_TORCH
+  const at::Tensor tb = torch::from_blob(x.data(), {long(rows), long(v)}, torch::TensorOptions().dtype(torch::kBFloat16));
+  const at::Tensor tgt = torch::from_blob(tg.data(), {long(rows)}, torch::TensorOptions().dtype(torch::kLong));
+  cb.push_back({"libtorch F::cross_entropy bf16", [&] {
+                  sink_f = torch::nn::functional::cross_entropy(tb, tgt).item<float>();
+                },
+                {}});
+#endif
+  std::printf("cross_entropy batched on bf16: %zu x %zu (1 thread, %s)\n", rows, v, smax::dynamic::active_isa());
+  const auto mb = interleave(cb, reps);
+  report(cb, mb, double(nb));
+  std::printf("  vs 16-bit read roofline: %.3f; with the rows' loss and lse: %.3f\n", mb[2] / mb[0], mb[2] / mb[1]);
+#ifdef SMAX_BENCH_TORCH
+  std::printf("  vs libtorch bf16: %.2fx\n", mb[3] / mb[0]);
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 7;
-  const std::string which = argc > 2 ? argv[2] : "attn,attnb,ce,cebatch";
+  const std::string which = argc > 2 ? argv[2] : "attn,attnb,ce,cebatch,ce16";
   const std::size_t rows = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1024;
 #ifdef SMAX_BENCH_TORCH
   at::set_num_threads(1);
@@ -318,5 +418,6 @@ int main(int argc, char** argv) {
   if (has("attnb")) bench_attention_backward(reps);
   if (has("ce")) bench_ce(reps);
   if (has("cebatch")) bench_ce_batched(reps, rows);
+  if (has("ce16")) bench_ce16(reps, rows);
   return 0;
 }
