@@ -611,6 +611,22 @@ TEST_CASE("bf16: the avx512 level's AVX512_BF16 variant gives the integer roundi
       plain.cross_entropy_backward_lse(xn.data(), n, t, 0.75, d2.data(), 0.0f, 3.0);
       CHECK(std::memcmp(d1.data(), d2.data(), 2 * n) == 0);
       CHECK(std::isnan(static_cast<float>(d2[n - 1])));
+      // the stablemax members, ssmax and softpick (read as 16-bit, rounded as written)
+      hw.stablemax(x.data(), y1.data(), n);
+      plain.stablemax(x.data(), y2.data(), n);
+      CHECK(std::memcmp(y1.data(), y2.data(), 2 * n) == 0);
+      hw.log_stablemax(x.data(), y1.data(), n);
+      plain.log_stablemax(x.data(), y2.data(), n);
+      CHECK(std::memcmp(y1.data(), y2.data(), 2 * n) == 0);
+      hw.stablemax_backward(x.data(), dy.data(), d1.data(), n);
+      plain.stablemax_backward(x.data(), dy.data(), d2.data(), n);
+      CHECK(std::memcmp(d1.data(), d2.data(), 2 * n) == 0);
+      hw.ssmax(x.data(), y1.data(), n, 0.5f, 0.0f);
+      plain.ssmax(x.data(), y2.data(), n, 0.5f, 0.0f);
+      CHECK(std::memcmp(y1.data(), y2.data(), 2 * n) == 0);
+      hw.softpick(x.data(), y1.data(), n, 1e-8f);
+      plain.softpick(x.data(), y2.data(), n, 1e-8f);
+      CHECK(std::memcmp(y1.data(), y2.data(), 2 * n) == 0);
     }
   }
   // Streamed outputs (map_half: vcvtne2ps2bf16 against the integer pack),

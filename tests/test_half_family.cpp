@@ -6,6 +6,8 @@
 // relative to them, not to dx (n = 1 gives exact zeros in double);
 // in place, guards, batched rows (any executor, the same bits), rows longer
 // than the kept workspace, and bad arguments that write nothing.
+#include <string>
+
 #include <smax/dynamic.hpp>
 #include <smax/parallel.hpp>
 #include <smax/smax.hpp>
@@ -281,6 +283,30 @@ TEMPLATE_TEST_CASE("16-bit family: bad arguments throw and write nothing", "[hal
   CHECK_THROWS_AS(d::softpick(x.data(), y.data(), 64, -1.0f), std::invalid_argument);
   CHECK_THROWS_AS(d::gumbel_softmax(x.data(), y.data(), 64, 0.0f, 1), std::invalid_argument);
   CHECK_THROWS_AS(d::ssmax(x.data(), y.data(), 64, std::numeric_limits<float>::infinity()), std::invalid_argument);
+  {  // the checks of the 16-bit kernels (ssmax, softpick): the float forms' messages
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> xf(64), yf(64);
+    const auto same_error = [&](auto&& half_call, auto&& float_call) {
+      std::string want, got;
+      try {
+        float_call();
+      } catch (const std::invalid_argument& e) {
+        want = e.what();
+      }
+      try {
+        half_call();
+      } catch (const std::invalid_argument& e) {
+        got = e.what();
+      }
+      CHECK(!want.empty());
+      CHECK(got == want);
+    };
+    same_error([&] { d::ssmax(x.data(), y.data(), 64, 1e38f); }, [&] { d::ssmax(xf.data(), yf.data(), 64, 1e38f); });
+    same_error([&] { d::ssmax(x.data(), y.data(), 64, 1.0f, nan); }, [&] { d::ssmax(xf.data(), yf.data(), 64, 1.0f, nan); });
+    same_error([&] { d::ssmax(x.data(), y.data(), 64, -inf); }, [&] { d::ssmax(xf.data(), yf.data(), 64, -inf); });
+    same_error([&] { d::softpick(x.data(), y.data(), 64, nan); }, [&] { d::softpick(xf.data(), yf.data(), 64, nan); });
+    same_error([&] { d::softpick(x.data(), y.data(), 64, inf); }, [&] { d::softpick(xf.data(), yf.data(), 64, inf); });
+  }
   CHECK_THROWS_AS(d::sigmoid_attention(x.data(), y.data(), 64, std::numeric_limits<float>::quiet_NaN()),
                   std::invalid_argument);
   {  // an element-wise member's long row runs in blocks: the first one checks
@@ -391,6 +417,129 @@ TEMPLATE_TEST_CASE("16-bit losses read x as 16-bit: the float kernels' results, 
       CHECK(lse[r] == d::logsumexp(xb.data() + r * cols, cols));
       CHECK(loss[r] == d::cross_entropy(xb.data() + r * cols, cols, static_cast<std::size_t>(targets[r])));
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit stablemax members, ssmax and softpick read x as 16-bit: the float kernels' results, every path",
+                   "[half][family][stablemax]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = static_cast<float>(format<H>::max_finite);
+  // (log_stablemax, ssmax and softpick read 16-bit x above 8192 elements:
+  // half_widened_max)
+  std::vector<std::size_t> ns{1, 2, 3, 100, 4097, 8193, 12289};
+  if (smax_test::max_n() >= 300000) ns.push_back(270001);  // beyond half_whole_row
+  // the widened fallback's rows (NaN, +inf) allocate their float copies
+  // beyond 2^20 floats of workspace
+  if (smax_test::max_n() >= 600000) ns.push_back(524288 + 37);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : ns) {
+      for (int row = 0; row < 12; ++row) {
+        if (n > 300000 && row > 2) continue;
+        std::vector<H> x = logits<H>(n, 3.0, n + row), dy = logits<H>(n, 1.0, n + row + 50);
+        if (row == 1) x[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 2) x[n / 3] = H(inf);
+        if (row == 3) std::fill(x.begin(), x.end(), H(-inf));
+        if (row == 4) x[0] = H(-inf);
+        if (row == 5) x[n - 1] = H(big);  // one entry dominates the sum (log_stablemax's exact form)
+        if (row == 6)                     // the sum below the fast range (bf16) or tiny entries (fp16)
+          for (auto& v : x) v = H(-big * (0.5f + 0.25f * std::fabs(static_cast<float>(v)) / 10.0f));
+        if (row == 7)  // signed zeros, and entries in (-1, 0)
+          for (std::size_t i = 0; i < n; ++i) x[i] = H(i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : -0.999f);
+        if (row == 8) dy[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        // outputs at the normal range's cut-offs: a quotient that stablemax
+        // writes as +0 (bf16), softpick's second write form (e^x 2^-Emax
+        // with Emax beyond softpick_e_normal), and tiny entries whose
+        // softpick denominator's inverse overflows (eps = 0: the scalar form)
+        if (row == 9) x[n / 2] = H(-big);
+        if (row == 10) {
+          for (auto& v : x) v = H(1e-3f * std::fabs(static_cast<float>(v)));
+          x[n - 1] = H(85.0f);
+        }
+        if (row == 11)
+          for (auto& v : x) v = H(std::is_same<H, bf16>::value ? 1e-35f : 6e-8f);
+        const std::vector<float> xf = widen_to<float>(x), dyf = widen_to<float>(dy);
+        INFO(isa << " " << format<H>::name() << " n=" << n << " row kind " << row);
+        std::vector<float> of(n);
+        std::vector<H> got(n), io;
+        d::stablemax(xf.data(), of.data(), n);
+        const std::vector<H> want_s = narrow_from<H>(of);
+        d::stablemax(x.data(), got.data(), n);
+        CHECK(same_bits(got, want_s));
+        io = x;
+        d::stablemax(io.data(), io.data(), n);
+        CHECK(same_bits(io, want_s));
+        d::log_stablemax(xf.data(), of.data(), n);
+        const std::vector<H> want_l = narrow_from<H>(of);
+        d::log_stablemax(x.data(), got.data(), n);
+        CHECK(same_bits(got, want_l));
+        io = x;
+        d::log_stablemax(io.data(), io.data(), n);
+        CHECK(same_bits(io, want_l));
+        d::stablemax_backward(xf.data(), dyf.data(), of.data(), n);
+        const std::vector<H> want_b = narrow_from<H>(of);
+        d::stablemax_backward(x.data(), dy.data(), got.data(), n);
+        CHECK(same_bits(got, want_b));
+        io = dy;
+        d::stablemax_backward(x.data(), io.data(), io.data(), n);
+        CHECK(same_bits(io, want_b));
+        io = x;
+        d::stablemax_backward(io.data(), dy.data(), io.data(), n);
+        CHECK(same_bits(io, want_b));
+        // softpick: eps = 0 makes rows without a positive entry degenerate
+        // (the scalar form)
+        for (float eps : {1e-8f, 0.0f, 1e-38f}) {
+          d::softpick(xf.data(), of.data(), n, eps);
+          const std::vector<H> want = narrow_from<H>(of);
+          d::softpick(x.data(), got.data(), n, eps);
+          CHECK(same_bits(got, want));
+          io = x;
+          d::softpick(io.data(), io.data(), n, eps);
+          CHECK(same_bits(io, want));
+        }
+        // ssmax: c > 0, c < 0, and a scale whose |c x| leaves the two-pass range
+        for (float sc : {1.0f, -0.5f, 300.0f}) {
+          d::ssmax(xf.data(), of.data(), n, sc, 0.25f);
+          const std::vector<H> want = narrow_from<H>(of);
+          d::ssmax(x.data(), got.data(), n, sc, 0.25f);
+          CHECK(same_bits(got, want));
+          io = x;
+          d::ssmax(io.data(), io.data(), n, sc, 0.25f);
+          CHECK(same_bits(io, want));
+        }
+      }
+    }
+    // misaligned: a 16-bit row one element into its buffer, batched rows
+    const std::size_t n = 1037, rows = 3;
+    const std::vector<H> buf = logits<H>(n * rows + 1, 3.0, 7);
+    std::vector<H> y(n * rows + 1), yr(n);
+    d::stablemax(smax::matrix_view<const H>(buf.data() + 1, rows, n), smax::matrix_view<H>(y.data() + 1, rows, n));
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::vector<float> xf = widen_to<float>(std::vector<H>(buf.begin() + 1 + r * n, buf.begin() + 1 + (r + 1) * n));
+      std::vector<float> of(n);
+      d::stablemax(xf.data(), of.data(), n);
+      CHECK(same_bits(std::vector<H>(y.begin() + 1 + r * n, y.begin() + 1 + (r + 1) * n), narrow_from<H>(of)));
+    }
+  }
+  // Streamed outputs (map_half from 16 MiB of 16-bit y; the float map from
+  // 16 MiB of float), on the dispatcher's level
+  const std::size_t n = (std::size_t(8) << 20) + 37;
+  if (smax_test::max_n() >= n) {
+    const std::vector<H> x = logits<H>(n, 3.0, 11);
+    const std::vector<float> xf = widen_to<float>(x);
+    std::vector<float> of(n);
+    std::vector<H> got(n);
+    d::stablemax(xf.data(), of.data(), n);
+    d::stablemax(x.data(), got.data(), n);
+    CHECK(same_bits(got, narrow_from<H>(of)));
+    d::ssmax(xf.data(), of.data(), n, 0.43f);
+    d::ssmax(x.data(), got.data(), n, 0.43f);
+    CHECK(same_bits(got, narrow_from<H>(of)));
+    d::softpick(xf.data(), of.data(), n);
+    d::softpick(x.data(), got.data(), n);
+    CHECK(same_bits(got, narrow_from<H>(of)));
   }
 }
 

@@ -64,6 +64,11 @@ void log_softmax(const double* x, double* y, std::size_t n);
                               float label_smoothing = 0);                                                     \
   void cross_entropy_backward(const H* x, std::size_t n, std::size_t target, double dloss, H* dx,             \
                               float label_smoothing, double logsumexp_x);                                     \
+  void stablemax(const H* x, H* y, std::size_t n);                                                           \
+  void log_stablemax(const H* x, H* y, std::size_t n);                                                       \
+  void stablemax_backward(const H* x, const H* dy, H* dx, std::size_t n);                                    \
+  void ssmax(const H* x, H* y, std::size_t n, float s, float b = 0);                                          \
+  void softpick(const H* x, H* y, std::size_t n, float eps = 1e-8f);                                         \
   void convert(const H* src, float* dst, std::size_t n);                                                      \
   void convert(const float* src, H* dst, std::size_t n);
 SMAX_DYNAMIC_HALF(bf16)

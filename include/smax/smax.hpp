@@ -239,8 +239,7 @@ void log_stablemax(const T* x, T* y, std::size_t n) {
 // Throws std::invalid_argument unless eps >= 0 is finite.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void softpick(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> eps = detail::nodeduce_t<T>(1e-8)) {
-  if (!(eps >= T(0)) || !detail::is_finite(eps))
-    throw std::invalid_argument("smax::softpick: eps must be finite and >= 0");
+  detail::check_softpick_eps<T>(eps);
   detail::softpick<A, T>(x, y, n, eps);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
@@ -263,12 +262,7 @@ void softpick(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> eps = detai
 // Throws std::invalid_argument unless s and b are finite and c is finite in T.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void ssmax(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
-  if (!detail::is_finite(s)) throw std::invalid_argument("smax::ssmax: s must be finite");
-  if (!detail::is_finite(b)) throw std::invalid_argument("smax::ssmax: b must be finite");
-  if (n == 0) return;
-  if (!detail::is_finite(static_cast<T>(detail::ssmax_scale(s, b, n))))
-    throw std::invalid_argument("smax::ssmax: the scale s * log(n) + b overflows");
-  detail::ssmax<A, T>(x, y, n, s, b);
+  if (detail::check_ssmax<T>(s, b, n)) detail::ssmax<A, T>(x, y, n, s, b);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
 void ssmax(const T* x, T* y, std::size_t n, detail::nodeduce_t<T> s, detail::nodeduce_t<T> b = detail::nodeduce_t<T>(0)) {
@@ -1224,6 +1218,26 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
                                                                double logsumexp_x) {
   cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing, logsumexp_x);
 }
+
+// stablemax, log_stablemax, stablemax_backward, ssmax and softpick on
+// 16-bit arrays read them as 16-bit (half_family.hpp): no float copy of the row, the float
+// kernels' results on the widened arrays; the rows their fast paths leave
+// take the widened form above.
+#define SMAX_HALF_STABLEMAX(name, params, args)                                                                  \
+  template <class A, class H>                                                                                    \
+  std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(A, SMAX_HALF_PARENS params) {             \
+    detail::name##_half<A, detail::arch_conversion<A>>(SMAX_HALF_PARENS args);                                    \
+  }                                                                                                              \
+  template <class H, class DefaultArch = xsimd::default_arch>                                                    \
+  std::enable_if_t<detail::is_half_v<H>> name(SMAX_HALF_PARENS params) {                                         \
+    name(DefaultArch{}, SMAX_HALF_PARENS args);                                                                  \
+  }
+SMAX_HALF_STABLEMAX(stablemax, (const H* x, H* y, std::size_t n), (x, y, n))
+SMAX_HALF_STABLEMAX(log_stablemax, (const H* x, H* y, std::size_t n), (x, y, n))
+SMAX_HALF_STABLEMAX(stablemax_backward, (const H* x, const H* dy, H* dx, std::size_t n), (x, dy, dx, n))
+SMAX_HALF_STABLEMAX(ssmax, (const H* x, H* y, std::size_t n, float s, float b = 0), (x, y, n, s, b))
+SMAX_HALF_STABLEMAX(softpick, (const H* x, H* y, std::size_t n, float eps = 1e-8f), (x, y, n, eps))
+#undef SMAX_HALF_STABLEMAX
 
 // The k largest entries of softmax(x) as topk_softmax (probs: k 16-bit
 // values, each rounded once; index as for float).

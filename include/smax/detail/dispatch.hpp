@@ -142,6 +142,12 @@
   X(void, cross_entropy_backward_lse, cross_entropy_backward,                                                    \
     (const H* x, std::size_t n, std::size_t target, double dloss, H* dx, float ls, double lse),                  \
     (x, n, target, dloss, dx, ls, lse))                                                                          \
+  X(void, stablemax, stablemax, (const H* x, H* y, std::size_t n), (x, y, n))                                  \
+  X(void, log_stablemax, log_stablemax, (const H* x, H* y, std::size_t n), (x, y, n))                          \
+  X(void, stablemax_backward, stablemax_backward, (const H* x, const H* dy, H* dx, std::size_t n),              \
+    (x, dy, dx, n))                                                                                              \
+  X(void, ssmax, ssmax, (const H* x, H* y, std::size_t n, float s, float b), (x, y, n, s, b))                  \
+  X(void, softpick, softpick, (const H* x, H* y, std::size_t n, float eps), (x, y, n, eps))                    \
   X(void, widen, convert, (const H* src, float* dst, std::size_t n), (src, dst, n))                             \
   X(void, narrow, convert, (const float* src, H* dst, std::size_t n), (src, dst, n))
 

@@ -1,8 +1,9 @@
 // The rest of the family on bf16 / fp16 arrays (softmax, log_softmax and
 // their backward passes have their own streaming kernels: softmax_half.hpp;
-// logsumexp and cross_entropy read 16-bit x through losses.hpp's passes,
-// below).
-// Each 16-bit call widens its 16-bit arrays into float, runs the float
+// logsumexp, cross_entropy, the stablemax members, ssmax and softpick read
+// 16-bit x through the float kernels' own passes, below; their refused
+// rows take the widened form).
+// Every other 16-bit call widens its 16-bit arrays into float, runs the float
 // kernel (one body for every type), and rounds each output once: results
 // within one 16-bit ulp of the float kernel's, special values and errors as
 // the float forms have them, nothing written before the arguments are checked.
@@ -27,6 +28,9 @@
 #include "half.hpp"
 #include "losses.hpp"
 #include "softmax_half.hpp"
+#include "softpick.hpp"
+#include "ssmax.hpp"
+#include "stablemax.hpp"
 
 namespace smax {
 namespace detail {
@@ -279,6 +283,99 @@ void cross_entropy_backward_half(const H* x, std::size_t n, std::size_t target, 
       x, n, dx);
 }
 
+// Rows up to this many elements of log_stablemax, ssmax and softpick keep
+// the widened form (in this thread's workspace, in cache): one conversion
+// of x against two (pass 1 and the write pass each widen x), 2.5-5% faster
+// at 4K elements of bf16 (AMD EPYC Zen 5, 2026-12-06); from 16K on the two
+// forms measured within the machine's noise, and at 64K the 16-bit passes
+// were as fast or faster. Both give the same bits.
+constexpr std::size_t half_widened_max = 8192;
+
+// stablemax, log_stablemax and stablemax_backward on 16-bit arrays: the
+// float kernels' passes (stablemax.hpp) read x and dy as 16-bit, widening
+// each vector as loaded, and the write pass rounds each output once (no
+// float copy of the row): the float kernels' results on the widened
+// arrays, bit for bit. The rows their fast paths leave (NaN, +inf, sums
+// beyond the fast range, log_stablemax's rows that one entry dominates)
+// and log_stablemax's short rows (half_widened_max) run the float kernel
+// on the widened row, as the rest of the family does.
+template <class A, class Conv, class H>
+void stablemax_half(const H* x, H* y, std::size_t n) {
+  if (n == 0) return;
+  const double s = stablemax_fast_sum<A>(x, n);
+  if (s >= 0) {
+    // (the guarded quotients are 0 or normal; SSE2's unguarded one may not be)
+    constexpr narrow_input in =
+        is_x86_sse2_v<A> && !is_x86_avx_v<A> ? narrow_input::any : narrow_input::finite_normal;
+    return map_half<A, in>(x, y, n, stablemax_quotient<A>(static_cast<float>(1.0 / s)));
+  }
+  call_widened_whole<Conv, H>(
+      n, [](const float* xf, float* yf, std::size_t m) { stablemax<A>(xf, yf, m); }, x, y, n);
+}
+template <class A, class Conv, class H>
+void log_stablemax_half(const H* x, H* y, std::size_t n) {
+  using B = xsimd::batch<float, A>;
+  if (n == 0) return;
+  double lse = 0;
+  if (n > half_widened_max && log_stablemax_fast_lse<A>(x, n, lse) == log_stable_sum::in_range) {
+    const B l(static_cast<float>(lse));
+    // (log1p: the blocked map is faster here, see map_half_blocked)
+    return map_half_blocked<A>(x, y, n, [l](B v) { return log_stable_s<A, float>(v) - l; });
+  }
+  call_widened_whole<Conv, H>(
+      n, [](const float* xf, float* yf, std::size_t m) { log_stablemax<A>(xf, yf, m); }, x, y, n);
+}
+template <class A, class Conv, class H>
+void stablemax_backward_half(const H* x, const H* dy, H* dx, std::size_t n) {
+  if (n == 0) return;
+  double S, D;
+  if (stablemax_backward_sums<A>(x, dy, n, S, D))
+    return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float>(S, D));
+  call_widened_whole<Conv, H>(
+      n,
+      [](const float* xf, const float* dyf, float* dxf, std::size_t m) { stablemax_backward<A>(xf, dyf, dxf, m); },
+      x, dy, dx, n);
+}
+
+// ssmax on 16-bit x: its two-pass kernel's passes read x as 16-bit, the
+// write pass rounds each output (0 or normal) once: the float kernel's
+// results on the widened x. Rows pass 1 refuses (NaN, inf, |c x| beyond
+// the two-pass range) and short rows (half_widened_max) take the widened
+// form. The float checks.
+template <class A, class Conv, class H>
+void ssmax_half(const H* x, H* y, std::size_t n, float s, float b) {
+  if (!check_ssmax<float>(s, b, n)) return;
+  const float c = static_cast<float>(ssmax_scale(s, b, n));
+  if (n > half_widened_max) {
+    const scaled_extexp<A, float> ex(c);
+    double sum;
+    float emax;
+    if (scaled_two_pass_sum<A>(x, n, ex, sum, emax))
+      return map_half_weighted<A, narrow_input::finite_normal>(x, y, n, scaled_writer<A, float>(ex, sum, emax));
+  }
+  call_widened_whole<Conv, H>(
+      n, [=](const float* xf, float* yf, std::size_t m) { ssmax<A>(xf, yf, m, s, b); }, x, y, n);
+}
+
+// softpick on 16-bit x: pass 1 reads x as 16-bit, the write pass rounds
+// each output (0 or normal) once: the float kernel's results on the
+// widened x. Rows pass 1 refuses (NaN, +inf, max x beyond the two-pass
+// range), degenerate denominators and short rows (half_widened_max) take
+// the widened form.
+template <class A, class Conv, class H>
+void softpick_half(const H* x, H* y, std::size_t n, float eps) {
+  check_softpick_eps(eps);
+  if (n == 0) return;
+  double sum;
+  float emax, m;
+  if (n > half_widened_max && softpick_pass1<A>(x, n, sum, emax, m) &&
+      softpick_write<A, float>(sum, emax, m, eps,
+                               [&](auto f) { map_half_weighted<A, narrow_input::finite_normal>(x, y, n, f); }))
+    return;
+  call_widened_whole<Conv, H>(
+      n, [=](const float* xf, float* yf, std::size_t k) { softpick<A>(xf, yf, k, eps); }, x, y, n);
+}
+
 // The batched 16-bit forms: f(r) for every row on the executor. The
 // arguments are checked before; the one exception a row can still raise
 // (std::bad_alloc for a long row's workspace) is caught in its task and
@@ -405,16 +502,11 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
 // scalar parameters. The float kernel is the one called with the same
 // argument list on float arrays.
 #define SMAX_HALF_FAMILY(H, X)                                                                                   \
-  X(H, void, stablemax, (const H* x, H* y, std::size_t n), (x, y, n))                                            \
-  X(H, void, log_stablemax, (const H* x, H* y, std::size_t n), (x, y, n))                                        \
-  X(H, void, softpick, (const H* x, H* y, std::size_t n, float eps = 1e-8f), (x, y, n, eps))                    \
-  X(H, void, ssmax, (const H* x, H* y, std::size_t n, float s, float b = 0), (x, y, n, s, b))                    \
   X(H, void, gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0),                  \
     (g, n, seed, offset))                                                                                        \
   X(H, void, gumbel_softmax,                                                                                     \
     (const H* logits, H* y, std::size_t n, float tau, std::uint64_t seed, bool hard = false),                    \
     (logits, y, n, tau, seed, hard))                                                                             \
-  X(H, void, stablemax_backward, (const H* x, const H* dy, H* dx, std::size_t n), (x, dy, dx, n))                \
   X(H, void, softpick_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f),  \
     (x, y, dy, dx, n, eps))                                                                                      \
   X(H, void, sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))                                            \

@@ -693,23 +693,25 @@ SMAX_INLINE void drain_into(compensated<A, T>& total, xsimd::batch<T, A> (&acc)[
 }
 
 // Calls chunk(v) on x[0..n) four vectors at a time (v: B[4]), the last
-// chunk padded with `pad`; prefetches ahead when x is out of cache.
-template <class A, class T, class Chunk>
-SMAX_INLINE void for_each_chunk4(const T* x, std::size_t n, T pad, Chunk&& chunk) noexcept {
+// chunk padded with `pad`; prefetches ahead when x is out of cache. x may
+// be 16-bit (batches of float, each widened as loaded).
+template <class A, class S, class Chunk>
+SMAX_INLINE void for_each_chunk4(const S* x, std::size_t n, compute_t<S> pad, Chunk&& chunk) noexcept {
+  using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   std::size_t i = 0;
-  const bool far = read_loop_prefetches<T>(n);
+  const bool far = read_loop_prefetches<S>(n);
   for (; i + 4 * W <= n; i += 4 * W) {
-    if (far) prefetch_ahead<A, 4>(x + i);
-    B v[4] = {B::load_unaligned(x + i), B::load_unaligned(x + i + W), B::load_unaligned(x + i + 2 * W),
-              B::load_unaligned(x + i + 3 * W)};
+    if (far) prefetch_as<A, 4, T>(x + i);
+    B v[4] = {load_as<A, T>(x + i), load_as<A, T>(x + i + W), load_as<A, T>(x + i + 2 * W),
+              load_as<A, T>(x + i + 3 * W)};
     chunk(v);
   }
   if (i < n) {
     B v[4];
 #pragma GCC unroll 4
-    for (std::size_t u = 0; u < 4; ++u) v[u] = load_partial<A>(x + i + u * W, live_lanes(n - i, u, W), pad);
+    for (std::size_t u = 0; u < 4; ++u) v[u] = load_as_partial<A, T>(x + i + u * W, live_lanes(n - i, u, W), pad);
     chunk(v);
   }
 }

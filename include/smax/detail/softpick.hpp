@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "exp.hpp"
 #include "loops.hpp"
@@ -133,8 +134,10 @@ SMAX_INLINE xsimd::batch<T, A> softpick_scaled(xsimd::batch<T, A> em1, xsimd::ba
 // pow2_rescaled_sum, when a chunk's K exceeds it by more than 16; the term and
 // its scaling are one fma (softpick_scaled). Accumulators in locals (see
 // pow2_rescaled_sum).
-template <class A, class T>
-SMAX_FLATTEN bool softpick_pass1(const T* x, std::size_t n, double& sum, T& emax, T& m) noexcept {
+// x may be 16-bit (T float: each vector widened as loaded).
+template <class A, class S, class T>
+SMAX_FLATTEN bool softpick_pass1(const S* x, std::size_t n, double& sum, T& emax, T& m) noexcept {
+  static_assert(std::is_same<T, compute_t<S>>::value, "the sums are in the type x is computed in");
   using B = xsimd::batch<T, A>;
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   constexpr T slack = T(16);
@@ -249,20 +252,18 @@ void softpick_huge(const T* x, T* y, std::size_t n, T eps, T m) noexcept {
 
 constexpr double softpick_inv_max = 0x1p100;
 
-template <class A, class T>
-void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
+// softpick's pass 2 after an accepted pass 1 (sum 2^emax, max m): calls
+// write(f) once with the per-element map y = f(x) (each output 0 or
+// normal), or returns false (nothing written) where the denominator is 0 or
+// its inverse overflows T (softpick_scalar's rows). One body for T arrays
+// and for 16-bit x widened as loaded.
+template <class A, class T, class Write>
+bool softpick_write(double sum, T emax, T m, T eps, Write&& write) noexcept {
   using B = xsimd::batch<T, A>;
-  if (n == 0) return;
-  double sum;
-  T emax, m;
-  if (!softpick_pass1<A>(x, n, sum, emax, m)) {
-    if (softpick_special(x, y, n, eps)) return;
-    return softpick_huge<A>(x, y, n, eps, m);
-  }
   const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
   // den = 0 (eps = 0; every x 0, -inf or subnormal, whose terms pass 1
   // flushes) or an inverse that overflows: the scalar loop in a wider type.
-  if (!(den > 0) || !(1.0 / den <= softpick_inv_max)) return softpick_scalar(x, y, n, eps);
+  if (!(den > 0) || !(1.0 / den <= softpick_inv_max)) return false;
   // y = |e^x - 1| 2^-Emax / den for x > 0 (K >= 0 there), else 0.
   const T inv = static_cast<T>(1.0 / den);
   const B eb(emax), zero(T(0));
@@ -284,20 +285,39 @@ void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
     // of a smaller r is subnormal)
     const B cut = xsimd::max(B(static_cast<T>(r >= 0.4 ? 2.5 * std::max(r, 0.4) * min_normal : 0.0)), ref.cut);
     const B invb(inv);
-    map<A>(x, y, n, [=](B v) {
+    write([=](B v) {
       const auto keep = v > cut;
       B em1, K;
       exp_parts<A, T>(xsimd::select(keep, v, floor), em1, K);
       return xsimd::select(keep, softpick_scaled<A, T>(em1, K, ref), zero) * invb;
     });
-    return;
+    return true;
   }
   const scale_normal<A, T> invs(inv);
-  map<A>(x, y, n, [=](B v) {
+  write([=](B v) {
     B em1, K;
     exp_parts<A, T>(xsimd::max(floor, v), em1, K);
     return invs(xsimd::select(v > zero, softpick_scaled<A, T, low_power::flushed>(ref.cut_near_zero(v, em1), K, ref), zero));
   });
+  return true;
+}
+
+// smax::softpick's check of eps.
+template <class T>
+void check_softpick_eps(T eps) {
+  if (!(eps >= T(0)) || !is_finite(eps)) throw std::invalid_argument("smax::softpick: eps must be finite and >= 0");
+}
+
+template <class A, class T>
+void softpick(const T* x, T* y, std::size_t n, T eps) noexcept {
+  if (n == 0) return;
+  double sum;
+  T emax, m;
+  if (!softpick_pass1<A>(x, n, sum, emax, m)) {
+    if (softpick_special(x, y, n, eps)) return;
+    return softpick_huge<A>(x, y, n, eps, m);
+  }
+  if (!softpick_write<A, T>(sum, emax, m, eps, [&](auto f) { map<A>(x, y, n, f); })) softpick_scalar(x, y, n, eps);
 }
 
 // softpick_backward. With D = sum_j |a_j| + eps (a_j = e^(x_j - M) - e^(-M))

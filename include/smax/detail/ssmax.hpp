@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "exp.hpp"
 #include "loops.hpp"
@@ -139,23 +140,23 @@ SMAX_INLINE bool scaled_pass1(std::size_t n, const scaled_extexp<A, T>& ex, Get&
                              sum, emax);
 }
 
-// Pass 1 over x.
-template <class A, class T>
-bool scaled_two_pass_sum(const T* x, std::size_t n, const scaled_extexp<A, T>& ex, double& sum, T& emax) noexcept {
+// Pass 1 over x; x may be 16-bit (T float: each vector widened as loaded).
+template <class A, class S, class T>
+bool scaled_two_pass_sum(const S* x, std::size_t n, const scaled_extexp<A, T>& ex, double& sum, T& emax) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   return scaled_pass1<A, T>(
       n, ex,
       [x, n](std::size_t i, B& v0, B& v1, B& v2, B& v3) {
         if (i + 4 * W <= n) {
-          v0 = B::load_unaligned(x + i);
-          v1 = B::load_unaligned(x + i + W);
-          v2 = B::load_unaligned(x + i + 2 * W);
-          v3 = B::load_unaligned(x + i + 3 * W);
+          v0 = load_as<A, T>(x + i);
+          v1 = load_as<A, T>(x + i + W);
+          v2 = load_as<A, T>(x + i + 2 * W);
+          v3 = load_as<A, T>(x + i + 3 * W);
         } else {
           const std::size_t r = n - i;
           const auto part = [&](std::size_t u) {
-            return load_partial<A>(x + i + u * W, live_lanes(r, u, W), T(0));
+            return load_as_partial<A, T>(x + i + u * W, live_lanes(r, u, W), T(0));
           };
           v0 = part(0);
           v1 = part(1);
@@ -292,6 +293,18 @@ void scaled_softmax(const T* x, T* y, std::size_t n, T c) noexcept {
 // The effective scale s log(n) + b, in double.
 inline double ssmax_scale(double s, double b, std::size_t n) noexcept {
   return s * std::log(static_cast<double>(n)) + b;
+}
+
+// The checks of smax::ssmax (T: the type the scale is formed in); false
+// for n = 0 (nothing to do).
+template <class T>
+bool check_ssmax(T s, T b, std::size_t n) {
+  if (!is_finite(s)) throw std::invalid_argument("smax::ssmax: s must be finite");
+  if (!is_finite(b)) throw std::invalid_argument("smax::ssmax: b must be finite");
+  if (n == 0) return false;
+  if (!is_finite(static_cast<T>(ssmax_scale(s, b, n))))
+    throw std::invalid_argument("smax::ssmax: the scale s * log(n) + b overflows");
+  return true;
 }
 
 template <class A, class T>

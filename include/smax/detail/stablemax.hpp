@@ -106,9 +106,11 @@ SMAX_INLINE xsimd::batch<T, A> stable_s_times(xsimd::batch<T, A> v, xsimd::batch
 }
 
 // The forward's pass 1: the sum of s(x) (summed lifted, returned
-// unlifted), or a negative number where the fast path may not use it.
-template <class A, class T>
-double stablemax_fast_sum(const T* x, std::size_t n) noexcept {
+// unlifted), or a negative number where the fast path may not use it. x may
+// be 16-bit (each vector widened as loaded: the sum of the widened row).
+template <class A, class S>
+double stablemax_fast_sum(const S* x, std::size_t n) noexcept {
+  using T = compute_t<S>;
   using Lim = stablemax_limits<T>;
   using B = xsimd::batch<T, A>;
   constexpr int lift = stablemax_lift<A, T>;
@@ -181,31 +183,30 @@ void stablemax_robust(const T* x, T* y, std::size_t n) noexcept {
   });
 }
 
+// The forward's pass 2 as a function of x: s(x) / sum, given inv_t = 1 / sum
+// of the fast path (one division; +0 where the quotient would lie below the
+// normal range, never formed). One body for T arrays and for 16-bit x
+// widened as loaded.
 template <class A, class T>
-void stablemax(const T* x, T* y, std::size_t n) noexcept {
+auto stablemax_quotient(T inv_t) noexcept {
   using B = xsimd::batch<T, A>;
-  if (n == 0) return;
-  const double s = stablemax_fast_sum<A>(x, n);
-  if (s < 0) return stablemax_robust<A>(x, y, n);
-  const T inv_t = static_cast<T>(1.0 / s);
   const B inv(inv_t), one(T(1));
-  // (1/sum) / (1 - x) is +0, never formed, where 1 - x exceeds `limit`
-  // (the quotient would be below the normal range).
-  const T limit = normal_quotient_limit<T>(static_cast<double>(inv_t));
 #if defined(__AVX512F__)
   if constexpr (is_avx512_v<A>) {
     // As many instructions as the unguarded form: x as an integer, at most
     // lowest's bits exactly where lowest <= x <= -0 (negative floats order
     // the other way as integers), selects the division (masked: other lanes
     // never divide); the rest get max(x + 1, 0) / sum, which is 0 for
-    // x < -1 (-inf included).
+    // x < -1 (-inf included). (1/sum) / (1 - x) is +0, never formed, where
+    // 1 - x exceeds `limit`.
     using I = typename exp_constants<T>::int_type;
     using BI = xsimd::batch<I, A>;
+    const T limit = normal_quotient_limit<T>(static_cast<double>(inv_t));
     const T lowest_t = static_cast<T>(1.0 - static_cast<double>(limit));  // (-inf for limit = inf)
     const BI lowest = xsimd::bitwise_cast<BI>(B(lowest_t == -std::numeric_limits<T>::infinity()
                                                     ? std::numeric_limits<T>::lowest() : lowest_t));
     const B zero(T(0));
-    return map<A>(x, y, n, [=](B v) {
+    return [=](B v) {
       const BI xi = xsimd::bitwise_cast<BI>(v);
       const auto k = [&] {
         if constexpr (std::is_same<T, float>::value)
@@ -214,34 +215,41 @@ void stablemax(const T* x, T* y, std::size_t n) noexcept {
           return _mm512_cmple_epi64_mask(xi, lowest);
       }();
       return div_where<A, T>(k, xsimd::max(v + one, zero) * inv, inv, one - v);
-    });
-  }
+    };
+  } else
 #endif
 #if defined(__AVX__)
   if constexpr (is_x86_avx_v<A> && !is_avx512_v<A>) {
     // One instruction more than the unguarded form: blends on sign bits, x's
     // own for the arm (-0 divides: 1/sum either way) and limit - (1 - x)'s
     // for a divisor of +inf beyond the limit.
-    const B lim(limit), inf(std::numeric_limits<T>::infinity());
-    return map<A>(x, y, n, [=](B v) {
+    const B lim(normal_quotient_limit<T>(static_cast<double>(inv_t))), inf(std::numeric_limits<T>::infinity());
+    return [=](B v) {
       const B d = one - v;
       if constexpr (std::is_same<T, float>::value)
         return B(_mm256_blendv_ps((v + one) * inv, div_<A, T>(inv, B(_mm256_blendv_ps(d, inf, lim - d))), v));
       else
         return B(_mm256_blendv_pd((v + one) * inv, div_<A, T>(inv, B(_mm256_blendv_pd(d, inf, lim - d))), v));
-    });
-  }
+    };
+  } else
 #endif
   if constexpr (is_x86_sse2_v<A> && !is_x86_avx_v<A>) {
     // Open (docs/guarantees.md): without a blend, the guard (a compare, an
     // and and a max) cost SSE2 1.17x here (AMD EPYC Zen 5, 2026-12-05);
     // pass 1 forms 1 / (1 - x) below the normal range for |x| > 2^126.
-    return map<A>(x, y, n, [inv](B v) { return stable_s_times<A>(v, inv); });
+    return [inv](B v) { return stable_s_times<A>(v, inv); };
+  } else {
+    const B lim(normal_quotient_limit<T>(static_cast<double>(inv_t)));
+    return [=](B v) { return xsimd::select(v >= B(T(0)), (v + one) * inv, div_normal<A, T>(inv, one - v, lim)); };
   }
-  const B lim(limit);
-  map<A>(x, y, n, [=](B v) {
-    return xsimd::select(v >= B(T(0)), (v + one) * inv, div_normal<A, T>(inv, one - v, lim));
-  });
+}
+
+template <class A, class T>
+void stablemax(const T* x, T* y, std::size_t n) noexcept {
+  if (n == 0) return;
+  const double s = stablemax_fast_sum<A>(x, n);
+  if (s < 0) return stablemax_robust<A>(x, y, n);
+  map<A>(x, y, n, stablemax_quotient<A>(static_cast<T>(1.0 / s)));
 }
 
 // log s(x) = log1p(x) for x >= 0, -log1p(-x) for x < 0; -inf at x = -inf.
@@ -284,6 +292,31 @@ void log_stablemax_dominated(const T* x, T* y, std::size_t n) noexcept {
   log_stable_s<A, T>(mv).store_aligned(lm);
   const B lmv(lm[0]);
   map<A>(x, y, n, [lmv, l1p](B v) { return (log_stable_s<A, T>(v) - lmv) - l1p; });
+}
+
+// log_stablemax's pass 1 on 16-bit x (widened as loaded), the float
+// kernel's below step for step: log S where S is in the fast path's range
+// and no entry dominates it. (The float kernel keeps its own copy: called
+// from there, this form cost float log_stablemax at 64K about 5%, AMD EPYC
+// Zen 5, 2026-12-06; code placement, not arithmetic.)
+enum class log_stable_sum { in_range, dominated, out_of_range };
+
+template <class A, class S>
+SMAX_INLINE log_stable_sum log_stablemax_fast_lse(const S* x, std::size_t n, double& lse) noexcept {
+  using T = compute_t<S>;
+  using B = xsimd::batch<T, A>;
+  using Lim = stablemax_limits<T>;
+  B top(T(0));
+  const double lifted = sum_map<A>(x, static_cast<T*>(nullptr), n, [&top](B v) {
+    const B e = stable_s_lifted<A>(v);
+    top = xsimd::max(top, e);
+    return e;
+  });
+  const double s = std::ldexp(lifted, -Lim::lift_exp);
+  if (!(s >= Lim::sum_lo && s <= Lim::lifted_sum_hi)) return log_stable_sum::out_of_range;
+  if (!(1.5 * static_cast<double>(hmax<A>(top)) <= lifted)) return log_stable_sum::dominated;
+  lse = std::log(s);
+  return log_stable_sum::in_range;
 }
 
 template <class A, class T>
@@ -329,8 +362,10 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
 // saturated); all x = -inf gives dx = 0.
 //
 // Pass 1: s1 = sum f(x_i) and s2 = sum f(x_i) dy_i in one read.
-template <class A, class T, class F>
-SMAX_INLINE void sum_and_dot(const T* x, const T* dy, std::size_t n, F&& f, double& s1, double& s2) noexcept {
+// x and dy may be 16-bit (widened as loaded: the sums of the widened rows).
+template <class A, class S, class F>
+SMAX_INLINE void sum_and_dot(const S* x, const S* dy, std::size_t n, F&& f, double& s1, double& s2) noexcept {
+  using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t block = 2 * W * loop_shape<A>::block_chunks;
@@ -340,26 +375,26 @@ SMAX_INLINE void sum_and_dot(const T* x, const T* dy, std::size_t n, F&& f, doub
     B a0(T(0)), a1(T(0)), b0(T(0)), b1(T(0));
     const std::size_t end = (n - i >= block) ? i + block : i + ((n - i) / (2 * W)) * (2 * W);
     for (; i < end; i += 2 * W) {
-      const B r0 = f(B::load_unaligned(x + i)), r1 = f(B::load_unaligned(x + i + W));
+      const B r0 = f(load_as<A, T>(x + i)), r1 = f(load_as<A, T>(x + i + W));
       a0 += r0;
       a1 += r1;
-      b0 += r0 * B::load_unaligned(dy + i);
-      b1 += r1 * B::load_unaligned(dy + i + W);
+      b0 += r0 * load_as<A, T>(dy + i);
+      b1 += r1 * load_as<A, T>(dy + i + W);
     }
     t1.add(a0 + a1);
     t2.add(b0 + b1);
   }
   B ra(T(0)), rb(T(0));
   for (; i + W <= n; i += W) {
-    const B r = f(B::load_unaligned(x + i));
+    const B r = f(load_as<A, T>(x + i));
     ra += r;
-    rb += r * B::load_unaligned(dy + i);
+    rb += r * load_as<A, T>(dy + i);
   }
   if (i < n) {
     const auto live = lane_index<A, T>() < B(static_cast<T>(n - i));
-    const B r = xsimd::select(live, f(load_partial<A>(x + i, n - i, T(0))), B(T(0)));
+    const B r = xsimd::select(live, f(load_as_partial<A, T>(x + i, n - i, T(0))), B(T(0)));
     ra += r;
-    rb += r * load_partial<A>(dy + i, n - i, T(0));
+    rb += r * load_as_partial<A, T>(dy + i, n - i, T(0));
   }
   t1.add(ra);
   t2.add(rb);
@@ -373,17 +408,34 @@ SMAX_INLINE void sum_and_dot(const T* x, const T* dy, std::size_t n, F&& f, doub
 // time, never multiplied together first: s'(x) = s(x)^2 underflows for x
 // below -2^63 (float) while s(x)^2 h may still be a normal number.
 template <class A, class T>
-SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double D) noexcept {
+auto stablemax_backward_term(double S, double D) noexcept {
   using B = xsimd::batch<T, A>;
   const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2));
   const B invS(static_cast<T>(1.0 / S)), mean_half(finite_mean<T>(D / S) * T(0.5));
-  map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
+  return [=](B v, B g) {
     const B h = g * half - mean_half;
     const B sv = div_<A, T>(one, one - v);
     // x < 0: invS before the second s(x): h s(x)^2 alone can underflow
     // where the result is normal (double, S near 2^-539; found in review).
     return xsimd::select(v >= zero, h * invS, ((h * sv) * invS) * sv) * two;
-  });
+  };
+}
+template <class A, class T>
+SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double D) noexcept {
+  map_pairs<A>(x, dy, dx, n, stablemax_backward_term<A, T>(S, D));
+}
+
+// S and D of stablemax_backward's pass 1, true where they are in the plain
+// form's range. x and dy may be 16-bit.
+template <class A, class S>
+bool stablemax_backward_sums(const S* x, const S* dy, std::size_t n, double& s, double& d) noexcept {
+  using T = compute_t<S>;
+  using B = xsimd::batch<T, A>;
+  using Lim = stablemax_limits<T>;
+  // (s(x) and its products are formed below the normal range for x beyond
+  // -2^126, and the ratios beyond +2^126: open, docs/guarantees.md)
+  sum_and_dot<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, s, d);
+  return s >= Lim::sum_lo && s <= Lim::sum_hi && d - d == 0;
 }
 
 // stablemax_backward where S or D is out of range, on the ratios
@@ -429,14 +481,9 @@ SMAX_FLATTEN void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std:
 
 template <class A, class T>
 void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept {
-  using B = xsimd::batch<T, A>;
-  using Lim = stablemax_limits<T>;
   if (n == 0) return;
   double S, D;
-  // (s(x) and its products are formed below the normal range for x beyond
-  // -2^126, and the ratios beyond +2^126: open, docs/guarantees.md)
-  sum_and_dot<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, S, D);
-  if (S >= Lim::sum_lo && S <= Lim::sum_hi && D - D == 0) return stablemax_backward_plain<A>(x, dy, dx, n, S, D);
+  if (stablemax_backward_sums<A>(x, dy, n, S, D)) return stablemax_backward_plain<A>(x, dy, dx, n, S, D);
   const stablemax_scan sc = stablemax_special(x, n);
   // NaN anywhere (x or dy) wins over every other rule, as in the forward.
   if (sc.nan || stablemax_special(dy, n).nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
