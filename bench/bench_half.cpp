@@ -23,8 +23,10 @@ void register_half(const char* name, smax_bench::mem_traffic traffic,
   k.name = name;
   k.traffic = traffic;
   k.run = [run](const float* x, float* y, std::size_t m) { run(smax_bench::half_input<H>(x), reinterpret_cast<H*>(y), 2 * m); };
-  if (sums_to_one)
-    k.check = [](const float* x, const float* y, std::size_t m) { return smax_bench::half_sum_check<H>(x, y, m); };
+  // (outputs that need not sum to one: finite only)
+  k.check = [sums_to_one](const float* x, const float* y, std::size_t m) {
+    return smax_bench::half_sum_check<H>(x, y, m, sums_to_one);
+  };
   for (const std::string& isa : smax_bench::compiled_isas()) smax_bench::register_half_sizes<H>(k, isa, true);
 }
 
@@ -61,16 +63,24 @@ void register_rows() {
   }
 }
 
-// The rest of the family on 16-bit (half_family.hpp: widen, float kernel,
-// narrow): "<fn>16/<bf16|fp16>/<isa>/<n>" beside the float "<fn>/f32/<isa>/<n>"
-// entries of the same traffic; rows beyond 2^18 elements allocate their
-// float copies per call.
+// The rest of the family on 16-bit: "<fn>16/<bf16|fp16>/<isa>/<n>" beside
+// the float "<fn>/f32/<isa>/<n>" entries of the same traffic. sparsemax and
+// sigmoid_attention through half_family.hpp's adapter (widen, float kernel,
+// narrow; sparsemax's rows beyond 2^18 elements allocate their float copies
+// per call); stablemax, log_stablemax, ssmax and softpick read x as 16-bit
+// (since 2026-12-06).
 template <class H>
 void register_family() {
   register_half<H>("sparsemax16", {3, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::sparsemax(x, y, n); },
                    true);
   register_half<H>("stablemax16", {2, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::stablemax(x, y, n); },
                    true);
+  register_half<H>("log_stablemax16", {2, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::log_stablemax(x, y, n); }, false);
+  register_half<H>("ssmax16", {2, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::ssmax(x, y, n, 0.43f); },
+                   true);
+  register_half<H>("softpick16", {2, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::softpick(x, y, n); },
+                   false);
   register_half<H>("sigmoid_attention16", {1, 1},
                    [](const H* x, H* y, std::size_t n) {
                      smax::dynamic::sigmoid_attention(x, y, n, -std::log(static_cast<float>(n)));
