@@ -68,7 +68,8 @@ void register_rows() {
 // sigmoid_attention through half_family.hpp's adapter (widen, float kernel,
 // narrow; sparsemax's rows beyond 2^18 elements allocate their float copies
 // per call); stablemax, log_stablemax, ssmax and softpick read x as 16-bit
-// (since 2026-12-06).
+// (since 2026-12-06); the backward passes' outputs from 16 MiB are streamed
+// (since 2026-12-06, second session).
 template <class H>
 void register_family() {
   register_half<H>("sparsemax16", {3, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::sparsemax(x, y, n); },
@@ -86,6 +87,14 @@ void register_family() {
                      smax::dynamic::sigmoid_attention(x, y, n, -std::log(static_cast<float>(n)));
                    },
                    false);
+  // The backward passes as their f32 entries (bench_variants.cpp) run them:
+  // y = dy = x, one array read twice (the sum or dot, then dx).
+  register_half<H>("softmax_backward16", {2, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::softmax_backward(x, x, y, n); }, false);
+  register_half<H>("log_softmax_backward16", {2, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::log_softmax_backward(x, x, y, n); }, false);
+  register_half<H>("stablemax_backward16", {2, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::stablemax_backward(x, x, y, n); }, false);
 }
 
 SMAX_BENCH_REGISTER(half) {

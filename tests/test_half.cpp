@@ -384,6 +384,34 @@ TEMPLATE_TEST_CASE("16-bit batched softmax: each row as the single-row call, any
   }
 }
 
+// A row of 16-bit outputs just past the streaming size (stream_min_bytes),
+// or 0 (with a warning) where SMAX_TEST_MAX_N is below it.
+template <class H>
+std::size_t streamed_n() {
+  const std::size_t n = smax::detail::stream_min_bytes / sizeof(H) + 37;
+  if (n <= smax_test::max_n()) return n;
+  WARN("SKIPPED: n = " << n << " is above SMAX_TEST_MAX_N = " << smax_test::max_n());
+  return 0;
+}
+
+// The entries of dx (softmax_backward of y and dy, or log_softmax_backward)
+// farther from the exact formula on the 16-bit y and dy than one 16-bit ulp
+// plus the float kernel's bound 2^-22 |y| (|dy| + |dot|) (log: 2^-22 (|dy| +
+// e^y |sum dy|)); dot: sum y dy (log: sum dy) in long double.
+template <class H>
+std::size_t backward_misses(bool log, const std::vector<H>& y, const std::vector<H>& dy, const H* dx, long double dot) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const long double yi = static_cast<float>(y[i]), dyi = static_cast<float>(dy[i]);
+    const long double exact = log ? dyi - std::exp(yi) * dot : yi * (dyi - dot);
+    const long double scale =
+        log ? std::fabs(dyi) + std::exp(yi) * std::fabs(dot) : std::fabs(yi) * (std::fabs(dyi) + std::fabs(dot));
+    const long double err = std::fabs(static_cast<float>(dx[i]) - exact);
+    bad += !(err <= (exact != 0 ? ulp<H>(exact) : 0.0L) + std::ldexp(scale, -22) + 1e-30L);
+  }
+  return bad;
+}
+
 TEMPLATE_TEST_CASE("16-bit softmax_backward and log_softmax_backward: the float formula, rounded once, every ISA",
                    "[half][backward]", bf16, fp16) {
   using H = TestType;
@@ -410,23 +438,12 @@ TEMPLATE_TEST_CASE("16-bit softmax_backward and log_softmax_backward: the float 
         run(y.data(), dy.data(), dx.data() + 1);
         CHECK(bits_of(dx[0]) == bits_of(guard));
         CHECK(bits_of(dx[n + 1]) == bits_of(guard));
-        // against the exact formula on the 16-bit y and dy: one 16-bit ulp
-        // plus the float kernel's bound 2^-22 |y| (|dy| + |dot|) (log:
-        // 2^-22 (|dy| + e^y |sum dy|))
+        // against the exact formula on the 16-bit y and dy
         long double dot = 0;
         for (std::size_t i = 0; i < n; ++i)
           dot += log ? static_cast<long double>(static_cast<float>(dy[i]))
                      : static_cast<long double>(static_cast<float>(y[i])) * static_cast<float>(dy[i]);
-        std::size_t bad = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-          const long double yi = static_cast<float>(y[i]), dyi = static_cast<float>(dy[i]);
-          const long double exact = log ? dyi - std::exp(yi) * dot : yi * (dyi - dot);
-          const long double scale = log ? std::fabs(dyi) + std::exp(yi) * std::fabs(dot)
-                                        : std::fabs(yi) * (std::fabs(dyi) + std::fabs(dot));
-          const long double err = std::fabs(static_cast<float>(dx[i + 1]) - exact);
-          bad += !(err <= (exact != 0 ? ulp<H>(exact) : 0.0L) + std::ldexp(scale, -22) + 1e-30L);
-        }
-        CHECK(bad == 0);
+        CHECK(backward_misses(log != 0, y, dy, dx.data() + 1, dot) == 0);
         // in place over dy and over y: the same bits
         std::vector<H> io = dy;
         run(y.data(), io.data(), io.data());
@@ -460,6 +477,73 @@ TEMPLATE_TEST_CASE("16-bit softmax_backward and log_softmax_backward: the float 
       CHECK(all_i(n, [&](std::size_t i) {
         return static_cast<float>(y[i]) == 0 || static_cast<float>(dx[i]) != static_cast<float>(dx[i]);
       }));
+    }
+  }
+}
+
+// 16-bit backward outputs of 16 MiB and more are streamed (map2_half: two
+// vectors rounded into one, non-temporal stores) where the smaller ones go
+// through L1 blocks. Each dx is a function of its own y and dy and the
+// row's constants, so dx's alignment and in place over y or dy change no
+// bit; nothing is written outside dx; softmax_backward and
+// log_softmax_backward within the bound of the case above, stablemax_backward
+// the float kernel's result on the widened arrays, bit for bit.
+TEMPLATE_TEST_CASE("16-bit backward passes, streamed outputs: any alignment, in place, guards, the formula",
+                   "[half][backward][large]", bf16, fp16) {
+  using H = TestType;
+  const std::size_t n = streamed_n<H>();
+  if (n == 0) return;
+  const H guard = H::from_bits(0x7bcd);
+  const std::vector<H> x = logits<H>(n, 3.0, 93), dy = logits<H>(n, 1.0, 94);
+  std::vector<float> xf(n), dyf(n);
+  for (std::size_t i = 0; i < n; ++i) xf[i] = static_cast<float>(x[i]), dyf[i] = static_cast<float>(dy[i]);
+  std::vector<H> p(n), lp(n);
+  smax::dynamic::softmax(x.data(), p.data(), n);
+  smax::dynamic::log_softmax(x.data(), lp.data(), n);
+  const std::size_t last = 64 / sizeof(H) - 1;
+  smax_test::guarded<H> d0(n, 0, guard), d1(n, 1, guard), dl(n, last, guard), z(n, last, guard);
+  for (int kind = 0; kind < 3; ++kind) {
+    const char* names[] = {"softmax_backward", "log_softmax_backward", "stablemax_backward"};
+    const std::vector<H>& a = kind == 0 ? p : kind == 1 ? lp : x;
+    // (softmax_backward's and log_softmax_backward's dot product)
+    long double dot = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      dot += kind == 1 ? static_cast<long double>(dyf[i])
+                       : static_cast<long double>(static_cast<float>(a[i])) * dyf[i];
+    for (const auto& isa : isas()) {
+      use_isa scope(isa);
+      INFO(isa << " " << format<H>::name() << " " << names[kind]);
+      const auto run = [&](const H* in, const H* g, H* out) {
+        if (kind == 0) smax::dynamic::softmax_backward(in, g, out, n);
+        if (kind == 1) smax::dynamic::log_softmax_backward(in, g, out, n);
+        if (kind == 2) smax::dynamic::stablemax_backward(in, g, out, n);
+      };
+      run(a.data(), dy.data(), d0.data());
+      REQUIRE(d0.intact());
+      const std::vector<H> ref = d0.values();
+      if (kind == 2) {
+        // the float kernel of the same level on the widened arrays
+        std::vector<float> of(n);
+        smax::dynamic::stablemax_backward(xf.data(), dyf.data(), of.data(), n);
+        std::vector<H> expected(n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] = H(of[i]);
+        CHECK(smax_test::same_bits(ref, expected));
+      } else {
+        CHECK(backward_misses(kind == 1, a, dy, ref.data(), dot) == 0);
+      }
+      for (auto* d : {&d1, &dl}) {
+        run(a.data(), dy.data(), d->data());
+        CHECK(d->intact());
+        CHECK(std::memcmp(d->values().data(), ref.data(), n * sizeof(H)) == 0);
+      }
+      z.assign(dy);
+      run(a.data(), z.data(), z.data());
+      CHECK(z.intact());
+      CHECK(std::memcmp(z.values().data(), ref.data(), n * sizeof(H)) == 0);
+      z.assign(a);
+      run(z.data(), dy.data(), z.data());
+      CHECK(z.intact());
+      CHECK(std::memcmp(z.values().data(), ref.data(), n * sizeof(H)) == 0);
     }
   }
 }
@@ -672,11 +756,8 @@ TEST_CASE("bf16: narrow_pair with AVX512_BF16 gives the bits of two narrow() cal
 TEMPLATE_TEST_CASE("16-bit softmax, streamed outputs: any alignment, in place, guards, within one ulp",
                    "[half][softmax][log_softmax][large]", bf16, fp16) {
   using H = TestType;
-  const std::size_t n = smax::detail::stream_min_bytes / sizeof(H) + 37;
-  if (n > smax_test::max_n()) {
-    WARN("SKIPPED: n = " << n << " is above SMAX_TEST_MAX_N = " << smax_test::max_n());
-    return;
-  }
+  const std::size_t n = streamed_n<H>();
+  if (n == 0) return;
   const H guard = H::from_bits(0x7bcd);
   std::vector<H> x = logits<H>(n, 3.0, 91);
   x[n / 3] = H(-std::numeric_limits<float>::infinity());

@@ -39,6 +39,14 @@
 #define SMAX_LAMBDA_INLINE
 #endif
 
+// On a rarely taken branch whose code, inlined, moved the common path's
+// (the 16-bit backward's streamed write: 3-5% on the in-cache path, Zen 5).
+#if defined(__GNUC__) || defined(__clang__)
+#define SMAX_NOINLINE __attribute__((noinline))
+#else
+#define SMAX_NOINLINE
+#endif
+
 namespace smax {
 
 namespace detail {

@@ -357,11 +357,50 @@ double sum_map2_half(const H* a, const H* b, std::size_t n, F&& f) noexcept {
   return s;
 }
 template <class A, class H, class F>
-void map2_half(const H* a, const H* b, H* out, std::size_t n, F&& f) noexcept {
+void map2_half_blocked(const H* a, const H* b, H* out, std::size_t n, F&& f) noexcept {
   for_each_widened2<A>(a, b, n, [&](float* p, float* q, std::size_t o, std::size_t len) {
     map_pairs<A>(p, q, p, len, f);
     narrow_block<A>(p, out + o, len);
   });
+}
+// out[i] = f(a[i], b[i]) rounded once; out may be a or b. Outputs of
+// stream_min_bytes and more: each pair of vectors rounded and packed into
+// one (narrow_pair) and streamed as computed, as map_half does (the blocks
+// through L1 wrote them with ordinary stores: a read for ownership of every
+// line of out); the same bits either way.
+template <class A, class H, class F>
+SMAX_NOINLINE SMAX_FLATTEN void map2_half_streamed(const H* a, const H* b, H* out, std::size_t n, F& f_arg) noexcept {
+  local_copy_t<F&> f(f_arg);  // (loops.hpp)
+  using B = xsimd::batch<float, A>;
+  constexpr std::size_t W = B::size;
+  constexpr std::size_t align = W * sizeof(float);
+  const auto addr = reinterpret_cast<std::uintptr_t>(out);
+  const std::size_t head = ((align - addr % align) % align) / sizeof(H);
+  map2_half_blocked<A>(a, b, out, head, f);
+  std::size_t i = head;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    prefetch_as<A, 4, float>(a + i);
+    prefetch_as<A, 4, float>(b + i);
+    B p[4], q[4];
+#pragma GCC unroll 4
+    for (std::size_t u = 0; u < 4; ++u) {
+      p[u] = widen<A>(a + i + u * W);
+      q[u] = widen<A>(b + i + u * W);
+    }
+    float* d = reinterpret_cast<float*>(out + i);  // out + i: vector-aligned
+    store_stream<A>(d, narrow_pair<A, narrow_input::any, H>(f(p[0], q[0]), f(p[1], q[1])));
+    store_stream<A>(d + W, narrow_pair<A, narrow_input::any, H>(f(p[2], q[2]), f(p[3], q[3])));
+  }
+  stream_fence<A>();
+  map2_half_blocked<A>(a + i, b + i, out + i, n - i, f);
+}
+template <class A, class H, class F>
+void map2_half(const H* a, const H* b, H* out, std::size_t n, F&& f) noexcept {
+  if constexpr (has_stream_v<A> && has_narrow_pair_v<A, H>) {
+    if (n * sizeof(H) >= stream_min_bytes && reinterpret_cast<std::uintptr_t>(out) % sizeof(H) == 0)
+      return map2_half_streamed<A>(a, b, out, n, f);
+  }
+  map2_half_blocked<A>(a, b, out, n, f);
 }
 
 template <class A, class H>
@@ -370,7 +409,7 @@ SMAX_FLATTEN void softmax_backward_half(const H* y, const H* dy, H* dx, std::siz
   if (n == 0) return;
   const double dot = sum_map2_half<A>(y, dy, n, [](B p, B q) SMAX_LAMBDA_INLINE { return mul_normal<A, float>(p, q); });
   const softmax_backward_term<A, float> term(finite_mean<float>(dot));
-  map2_half<A>(y, dy, dx, n, [&](B p, B q) SMAX_LAMBDA_INLINE { return term(p, q); });
+  map2_half<A>(y, dy, dx, n, [=](B p, B q) SMAX_LAMBDA_INLINE { return term(p, q); });
 }
 
 template <class A, class H>
@@ -383,10 +422,10 @@ SMAX_FLATTEN void log_softmax_backward_half(const H* y, const H* dy, H* dx, std:
   // product), or the plain product's IEEE results for an inf or NaN total
   if (t - t != 0.0f) {
     const shifted_exp<A, float, false> ex(0.0f);
-    return map2_half<A>(y, dy, dx, n, [&](B p, B q) SMAX_LAMBDA_INLINE { return xsimd::fnma(ex(p), tb, q); });
+    return map2_half<A>(y, dy, dx, n, [=](B p, B q) SMAX_LAMBDA_INLINE { return xsimd::fnma(ex(p), tb, q); });
   }
   const shifted_exp<A, float, false> ex(0.0f, t);
-  map2_half<A>(y, dy, dx, n, [&](B p, B q) SMAX_LAMBDA_INLINE { return q - ex(p); });
+  map2_half<A>(y, dy, dx, n, [=](B p, B q) SMAX_LAMBDA_INLINE { return q - ex(p); });
 }
 
 // Bulk conversions (smax::convert): float to 16-bit, or 16-bit to float.
