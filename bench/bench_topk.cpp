@@ -3,14 +3,18 @@
 // sampler that sorts the whole vocabulary (std::sort) before top-k, top-p,
 // min-p. libtorch's versions are in peer_torch_topk.cpp. Single thread, the
 // best ISA (smax::dynamic's default), logits ~ N(0, 3^2), vocabulary sizes
-// of LLaMA 2 (32000), LLaMA 3 (128256), Qwen 2 (151936) and 1M.
+// of LLaMA 2 (32000), LLaMA 3 (128256), Qwen 2 (151936) and 1M. The
+// "_bf16" entries take the same logits rounded to bf16 (the LM head's
+// output in most CPU runtimes), read as 16-bit.
 //
 // Compare medians of an interleaved run:
 //   smax_bench --benchmark_filter='^(topk|sample)/' --benchmark_repetitions=9
 //     --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 // (one command line)
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "bench_topk.hpp"
@@ -20,6 +24,25 @@ namespace {
 
 using smax_bench::topk_bench::logits;
 using smax_bench::topk_bench::sampler_settings;
+
+// logits(n) rounded to bf16, kept per n.
+const std::vector<smax::bf16>& logits_bf16(std::size_t n) {
+  static std::map<std::size_t, std::vector<smax::bf16>> kept;
+  std::vector<smax::bf16>& h = kept[n];
+  if (h.empty()) {
+    h.resize(n);
+    smax::dynamic::convert(logits(n).data(), h.data(), n);
+  }
+  return h;
+}
+
+template <class T>
+const std::vector<T>& logits_as(std::size_t n) {
+  if constexpr (std::is_same<T, float>::value)
+    return logits(n);
+  else
+    return logits_bf16(n);
+}
 
 void softmax_only(benchmark::State& st, std::size_t n) {
   const auto& x = logits(n);
@@ -31,9 +54,10 @@ void softmax_only(benchmark::State& st, std::size_t n) {
   st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations() * n));
 }
 
+template <class T>
 void topk_fused(benchmark::State& st, std::size_t n, std::size_t k) {
-  const auto& x = logits(n);
-  std::vector<float> p(k);
+  const auto& x = logits_as<T>(n);
+  std::vector<T> p(k);
   std::vector<std::uint32_t> idx(k);
   for (auto _ : st) {
     smax::dynamic::topk_softmax(x.data(), n, k, p.data(), idx.data());
@@ -58,8 +82,9 @@ void topk_softmax_partial_sort(benchmark::State& st, std::size_t n, std::size_t 
   st.SetItemsProcessed(static_cast<std::int64_t>(st.iterations() * n));
 }
 
+template <class T>
 void sample_fused(benchmark::State& st, std::size_t n) {
-  const auto& x = logits(n);
+  const auto& x = logits_as<T>(n);
   const smax::sampling s = sampler_settings();
   std::uint64_t t = 0;
   for (auto _ : st) benchmark::DoNotOptimize(smax::dynamic::sample(x.data(), n, s, 7, t++));
@@ -108,10 +133,12 @@ SMAX_BENCH_REGISTER(topk_sampling) {
     benchmark::RegisterBenchmark(("topk/smax_softmax_alone/" + sz).c_str(), softmax_only, n);
     for (std::size_t k : {std::size_t(8), std::size_t(64)}) {
       const std::string kk = "k:" + std::to_string(k) + "/" + sz;
-      benchmark::RegisterBenchmark(("topk/smax_topk_softmax/" + kk).c_str(), topk_fused, n, k);
+      benchmark::RegisterBenchmark(("topk/smax_topk_softmax/" + kk).c_str(), topk_fused<float>, n, k);
+      benchmark::RegisterBenchmark(("topk/smax_topk_softmax_bf16/" + kk).c_str(), topk_fused<smax::bf16>, n, k);
       benchmark::RegisterBenchmark(("topk/smax_softmax+partial_sort/" + kk).c_str(), topk_softmax_partial_sort, n, k);
     }
-    benchmark::RegisterBenchmark(("sample/smax_sample/" + sz).c_str(), sample_fused, n);
+    benchmark::RegisterBenchmark(("sample/smax_sample/" + sz).c_str(), sample_fused<float>, n);
+    benchmark::RegisterBenchmark(("sample/smax_sample_bf16/" + sz).c_str(), sample_fused<smax::bf16>, n);
     benchmark::RegisterBenchmark(("sample/std_sort_sampler/" + sz).c_str(), sample_std_sort, n);
   }
 }

@@ -222,6 +222,63 @@ TEMPLATE_TEST_CASE("16-bit family: gumbel, top-k, sampling and losses give the f
   }
 }
 
+// topk_softmax and sample on 16-bit x read x as 16-bit (topk.hpp): the
+// selection's compares, the sum and sample's blocks of 2048 widen x as they
+// go. Every path of both against the float kernel on the widened x: rows
+// across the block boundaries, misaligned x, k from 1 to n, each sampling
+// mode (argmax, top_k, the top_p histogram, min_p alone), and the special
+// rows (NaN, +inf, -inf entries, all -inf).
+TEMPLATE_TEST_CASE("16-bit topk_softmax and sample read x as 16-bit: the float kernel's results on every path",
+                   "[half][family][topk]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  std::vector<smax::sampling> modes(5);
+  modes[0].temperature = 0;
+  modes[1].temperature = 0.8f, modes[1].top_k = 40, modes[1].top_p = 0.95f;
+  modes[2].temperature = 1.3f, modes[2].top_p = 0.9f;
+  modes[3].temperature = 0.7f, modes[3].min_p = 0.05f;
+  modes[4].temperature = 1.0f, modes[4].top_p = 0.5f, modes[4].min_p = 0.01f;
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : {3, 64, 2047, 2048, 2049, 6001}) {
+      modes[1].top_k = std::min<std::size_t>(40, n);
+      for (int row = 0; row < 6; ++row) {
+        INFO(isa << " " << format<H>::name() << " n=" << n << " row kind " << row);
+        std::vector<H> buf(n + 1);
+        const std::vector<H> base = logits<H>(n, 3.0, 17 * n + row);
+        std::copy(base.begin(), base.end(), buf.begin() + 1);
+        H* x = buf.data() + 1;  // 2-byte aligned only
+        if (row == 1) x[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 2) x[n - 1] = x[0] = H(inf);
+        if (row == 3)
+          for (std::size_t i = 0; i < n; i += 2) x[i] = H(-inf);
+        if (row == 4)
+          for (std::size_t i = 0; i < n; ++i) x[i] = H(-inf);
+        if (row == 5)
+          for (std::size_t i = 0; i < n; ++i) x[i] = H(static_cast<float>(i % 7));  // ties
+        std::vector<float> xf(n);
+        for (std::size_t i = 0; i < n; ++i) xf[i] = static_cast<float>(x[i]);
+        for (std::size_t k : {std::size_t(1), std::size_t(5), std::size_t(64), n}) {
+          if (k > n) continue;
+          std::vector<H> p(k);
+          std::vector<float> pf(k);
+          std::vector<std::uint32_t> ix(k), ixf(k);
+          d::topk_softmax(x, n, k, p.data(), ix.data());
+          d::topk_softmax(xf.data(), n, k, pf.data(), ixf.data());
+          CHECK(ix == ixf);
+          CHECK(same_bits(p, narrow_from<H>(pf)));
+        }
+        for (std::size_t m = 0; m < modes.size(); ++m)
+          for (std::uint64_t offset = 0; offset < 3; ++offset) {
+            INFO("sampling mode " << m << " offset " << offset);
+            CHECK(d::sample(x, n, modes[m], 11, offset) == d::sample(xf.data(), n, modes[m], 11, offset));
+          }
+      }
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("16-bit family: batched rows as single rows, any executor", "[half][family][batched]", bf16, fp16) {
   using H = TestType;
   namespace d = smax::dynamic;

@@ -69,6 +69,9 @@ void log_softmax(const double* x, double* y, std::size_t n);
   void stablemax_backward(const H* x, const H* dy, H* dx, std::size_t n);                                    \
   void ssmax(const H* x, H* y, std::size_t n, float s, float b = 0);                                          \
   void softpick(const H* x, H* y, std::size_t n, float eps = 1e-8f);                                         \
+  void topk_softmax(const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index);                \
+  std::size_t sample(const H* logits, std::size_t n, const sampling& s, std::uint64_t seed,                   \
+                     std::uint64_t offset = 0);                                                               \
   void convert(const H* src, float* dst, std::size_t n);                                                      \
   void convert(const float* src, H* dst, std::size_t n);
 SMAX_DYNAMIC_HALF(bf16)
@@ -281,14 +284,6 @@ namespace dynamic {
   SMAX_HALF_BATCHED_XY(H, SMAX_DYNAMIC_HALF_XY)                                                               \
   SMAX_HALF_BATCHED_YDYDX(H, SMAX_DYNAMIC_HALF_YDYDX)                                                         \
   SMAX_HALF_BATCHED_XYDYDX(H, SMAX_DYNAMIC_HALF_XYDYDX)                                                       \
-  inline void topk_softmax(const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index) {        \
-    detail::check_topk(n, k);                                                                                 \
-    detail::call_widened_topk<detail::dynamic_conversion>(                                                    \
-        x, n, k, probs, index,                                                                                \
-        [](const float* xf, std::size_t m, std::size_t kk, float* pf, std::uint32_t* ix) {                    \
-          topk_softmax(xf, m, kk, pf, ix);                                                                    \
-        });                                                                                                   \
-  }                                                                                                           \
   inline void softmax(const H* x, H* y, std::size_t n, const softmax_options<H>& o) {                         \
     detail::call_widened_options<detail::dynamic_conversion>(                                                 \
         n, o, [n](const float* xf, float* yf, const softmax_options<float>& fo) { softmax(xf, yf, n, fo); },   \

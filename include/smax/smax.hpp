@@ -1240,20 +1240,33 @@ SMAX_HALF_STABLEMAX(softpick, (const H* x, H* y, std::size_t n, float eps = 1e-8
 #undef SMAX_HALF_STABLEMAX
 
 // The k largest entries of softmax(x) as topk_softmax (probs: k 16-bit
-// values, each rounded once; index as for float).
+// values, each rounded once; index as for float), and sample, on 16-bit
+// logits read as 16-bit (topk.hpp): no float copy of the row, the float
+// kernels' results on the widened x (the same indices and draws).
 template <class A, class H>
 std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> topk_softmax(A, const H* x, std::size_t n,
                                                                             std::size_t k, H* probs,
                                                                             std::uint32_t* index) {
   detail::check_topk(n, k);
-  detail::call_widened_topk<detail::arch_conversion<A>>(
-      x, n, k, probs, index,
-      [](const float* xf, std::size_t m, std::size_t kk, float* pf, std::uint32_t* ix) { topk_softmax(A{}, xf, m, kk, pf, ix); });
+  detail::topk_softmax_half<A>(x, n, k, probs, index);
 }
 template <class H, class DefaultArch = xsimd::default_arch>
 std::enable_if_t<detail::is_half_v<H>> topk_softmax(const H* x, std::size_t n, std::size_t k, H* probs,
                                                     std::uint32_t* index) {
   topk_softmax(DefaultArch{}, x, n, k, probs, index);
+}
+template <class A, class H>
+std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, std::size_t> sample(A, const H* logits, std::size_t n,
+                                                                                   const sampling& s,
+                                                                                   std::uint64_t seed,
+                                                                                   std::uint64_t offset = 0) {
+  detail::check_sampling(s, n);
+  return detail::sample<A>(logits, n, s, seed, offset);
+}
+template <class H, class DefaultArch = xsimd::default_arch>
+std::enable_if_t<detail::is_half_v<H>, std::size_t> sample(const H* logits, std::size_t n, const sampling& s,
+                                                           std::uint64_t seed, std::uint64_t offset = 0) {
+  return sample(DefaultArch{}, logits, n, s, seed, offset);
 }
 
 // softmax, log_softmax and softmax_backward with the attention options on

@@ -148,6 +148,11 @@
     (x, dy, dx, n))                                                                                              \
   X(void, ssmax, ssmax, (const H* x, H* y, std::size_t n, float s, float b), (x, y, n, s, b))                  \
   X(void, softpick, softpick, (const H* x, H* y, std::size_t n, float eps), (x, y, n, eps))                    \
+  X(void, topk_softmax, topk_softmax, (const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index), \
+    (x, n, k, probs, index))                                                                                     \
+  X(std::size_t, sample, sample,                                                                                 \
+    (const H* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset),              \
+    (logits, n, s, seed, offset))                                                                                \
   X(void, widen, convert, (const H* src, float* dst, std::size_t n), (src, dst, n))                             \
   X(void, narrow, convert, (const float* src, H* dst, std::size_t n), (src, dst, n))
 

@@ -31,6 +31,7 @@
 #include "softpick.hpp"
 #include "ssmax.hpp"
 #include "stablemax.hpp"
+#include "topk.hpp"
 
 namespace smax {
 namespace detail {
@@ -234,15 +235,15 @@ void call_widened_options(std::size_t n, const softmax_options<H>& o, K&& kernel
   w.narrow_outputs();
 }
 
-// topk_softmax: probs has k elements, index stays 32-bit.
-template <class Conv, class H, class K>
-void call_widened_topk(const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index, K&& kernel) {
-  half_workspace ws(half_workspace::room(n) + half_workspace::room(k));
-  float* xf = ws.take(n);
-  float* pf = ws.take(k);
-  Conv::widen(x, xf, n);
-  kernel(xf, n, k, pf, index);
-  Conv::narrow(pf, probs, k);
+// topk_softmax on 16-bit x: the selection and the sum read x as 16-bit
+// (topk.hpp), no float copy of the row; the k probabilities in float, each
+// rounded once: the float kernel's results on the widened x.
+template <class A, class H>
+void topk_softmax_half(const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index) {
+  if (k == 0) return;
+  std::vector<float> pf(k);
+  topk_softmax<A>(x, n, k, pf.data(), index);
+  narrow_block<A>(pf.data(), probs, k);
 }
 
 // logsumexp, cross_entropy and cross_entropy_backward on 16-bit x: x read
@@ -530,10 +531,7 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p), (x, y, dy, dx, n, p)) \
   X(H, void, asentmax_backward,                                                                                  \
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float alpha, float s, float b = 0),              \
-    (x, y, dy, dx, n, alpha, s, b))                                                                              \
-  X(H, std::size_t, sample,                                                                                      \
-    (const H* logits, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset = 0),           \
-    (logits, n, s, seed, offset))
+    (x, y, dy, dx, n, alpha, s, b))
 
 // Batched 16-bit forms, X(H, name, matrix parameters, scalar parameters,
 // scalar arguments, check): rows of the single-row form; the check (the

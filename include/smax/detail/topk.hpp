@@ -102,9 +102,9 @@ SMAX_INLINE std::uint32_t hit_bits(xsimd::batch<T, A> v, xsimd::batch<T, A> t) n
 
 // The min(k, number of entries above -inf) best entries of x[0..n), sorted
 // best first, into `best`; k >= 1. False, with `best` unspecified, if x holds
-// a NaN.
-template <class A, class T>
-SMAX_FLATTEN bool select_top(const T* x, std::size_t n, std::size_t k, std::vector<topk_entry<T>>& best) {
+// a NaN. x may be 16-bit (S) with T float: each value compared as widened.
+template <class A, class S, class T>
+SMAX_FLATTEN bool select_top(const S* x, std::size_t n, std::size_t k, std::vector<topk_entry<T>>& best) {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   // k + 16 entries between prunes: the threshold keeps up with the k-th
@@ -123,7 +123,7 @@ SMAX_FLATTEN bool select_top(const T* x, std::size_t n, std::size_t k, std::vect
   };
   // Entry i if above t; false at a NaN (v > t and v <= t both false).
   const auto offer = [&](std::size_t i) {
-    const T v = x[i];
+    const T v = static_cast<T>(x[i]);
     if (v > t) {
       best.push_back({v, i});
       if (best.size() == cap) prune();
@@ -140,14 +140,14 @@ SMAX_FLATTEN bool select_top(const T* x, std::size_t n, std::size_t k, std::vect
   std::size_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
     // v <= t is false for v > t and for NaN: one test for both.
-    if (xsimd::all((B::load_unaligned(x + i) <= tb) & (B::load_unaligned(x + i + W) <= tb) &
-                   (B::load_unaligned(x + i + 2 * W) <= tb) & (B::load_unaligned(x + i + 3 * W) <= tb)))
+    if (xsimd::all((load_as<A, T>(x + i) <= tb) & (load_as<A, T>(x + i + W) <= tb) &
+                   (load_as<A, T>(x + i + 2 * W) <= tb) & (load_as<A, T>(x + i + 3 * W) <= tb)))
       continue;
     // Only the lanes with a hit (t may rise meanwhile). The vectors are
     // loaded again (from L1): kept from above, they were spilled to the
     // stack on every chunk.
     for (std::size_t u = 0; u < 4; ++u) {
-      const B v = B::load_unaligned(x + i + u * W);
+      const B v = load_as<A, T>(x + i + u * W);
       if constexpr (has_hit_bits_v<A>) {
         for (std::uint32_t bits = hit_bits<A, T>(v, tb); bits; bits &= bits - 1)
           if (!offer(i + u * W + static_cast<std::size_t>(__builtin_ctz(bits)))) return false;
@@ -163,16 +163,18 @@ SMAX_FLATTEN bool select_top(const T* x, std::size_t n, std::size_t k, std::vect
 }
 
 // Number of +inf entries.
-template <class T>
-std::size_t count_posinf(const T* x, std::size_t n) noexcept {
+template <class S>
+std::size_t count_posinf(const S* x, std::size_t n) noexcept {
+  using T = compute_t<S>;
   std::size_t c = 0;
-  for (std::size_t i = 0; i < n; ++i) c += (x[i] == std::numeric_limits<T>::infinity());
+  for (std::size_t i = 0; i < n; ++i) c += (static_cast<T>(x[i]) == std::numeric_limits<T>::infinity());
   return c;
 }
 
-// The k largest of softmax(x) (k >= 1, k <= n < 2^32), best first.
-template <class A, class T>
-void topk_softmax(const T* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index) {
+// The k largest of softmax(x) (k >= 1, k <= n < 2^32), best first. x may
+// be 16-bit (S) with T float: the float kernel's results on the widened x.
+template <class A, class S, class T>
+void topk_softmax(const S* x, std::size_t n, std::size_t k, T* probs, std::uint32_t* index) {
   if (k == 0) return;
   constexpr T inf = std::numeric_limits<T>::infinity();
   std::vector<topk_entry<T>> best;
@@ -183,7 +185,7 @@ void topk_softmax(const T* x, std::size_t n, std::size_t k, T* probs, std::uint3
   }
   // Fewer than k entries above -inf: the -inf ones follow, lowest index first.
   for (std::size_t i = 0; i < n && best.size() < k; ++i)
-    if (x[i] == -inf) best.push_back({x[i], i});
+    if (static_cast<T>(x[i]) == -inf) best.push_back({-inf, i});
   for (std::size_t j = 0; j < k; ++j) {
     index[j] = static_cast<std::uint32_t>(best[j].i);
     probs[j] = best[j].v;
@@ -256,12 +258,24 @@ std::size_t draw_sorted(const std::vector<topk_entry<T>>& cand, const std::vecto
 // sample with every entry kept by top_k and a finite max m: the nucleus
 // boundary from a histogram of the weights (top_p < 1), then a draw in
 // index order over the kept set, by blocks.
-template <class A, class T>
-std::size_t sample_all(const T* x, std::size_t n, const sampling& s, T m, double c, double u) {
+template <class A, class S, class T>
+std::size_t sample_all(const S* x, std::size_t n, const sampling& s, T m, double c, double u) {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t BS = 2048;  // elements per block (the buffers stay in L1)
   alignas(64) T wb[BS];
   alignas(64) T kb[BS];
+  // x[b0 .. b0 + len) as T: x itself, or 16-bit x widened into xw.
+  alignas(64) T xw[std::is_same<S, T>::value ? 1 : BS];
+  const auto block_x = [&](std::size_t b0, std::size_t len) -> const T* {
+    if constexpr (std::is_same<S, T>::value) {
+      (void)len;
+      (void)xw;
+      return x + b0;
+    } else {
+      widen_block<A>(x + b0, xw, len);
+      return xw;
+    }
+  };
   const B mb(m), cb(static_cast<T>(c)), zero(T(0));
   const shifted_exp<A, T, false> ex(T(0));
   const auto weight = [ex, mb, cb](B v) { return ex(cb * (v - mb)); };
@@ -280,8 +294,9 @@ std::size_t sample_all(const T* x, std::size_t n, const sampling& s, T m, double
     std::vector<double> hist(NB, 0.0);
     for (std::size_t b0 = 0; b0 < n; b0 += BS) {
       const std::size_t len = std::min(BS, n - b0);
-      map<A>(x + b0, wb, len, weight);
-      map<A>(x + b0, kb, len, key);
+      const T* xs = block_x(b0, len);
+      map<A>(xs, wb, len, weight);
+      map<A>(xs, kb, len, key);
       for (std::size_t j = 0; j < len; ++j) hist[static_cast<std::size_t>(kb[j])] += static_cast<double>(wb[j]);
     }
     double total = 0;
@@ -297,10 +312,11 @@ std::size_t sample_all(const T* x, std::size_t n, const sampling& s, T m, double
     std::vector<entry> edge;
     for (std::size_t b0 = 0; b0 < n; b0 += BS) {
       const std::size_t len = std::min(BS, n - b0);
-      map<A>(x + b0, wb, len, weight);
-      map<A>(x + b0, kb, len, key);
+      const T* xs = block_x(b0, len);
+      map<A>(xs, wb, len, weight);
+      map<A>(xs, kb, len, key);
       for (std::size_t j = 0; j < len; ++j)
-        if (static_cast<std::size_t>(kb[j]) == bstar) edge.push_back({{x[b0 + j], b0 + j}, static_cast<double>(wb[j])});
+        if (static_cast<std::size_t>(kb[j]) == bstar) edge.push_back({{xs[j], b0 + j}, static_cast<double>(wb[j])});
     }
     std::sort(edge.begin(), edge.end(), [](const entry& a, const entry& b) { return ranks_before(a.e, b.e); });
     if (!edge.empty()) {  // (empty only if rounding left the mass short of need: keep all)
@@ -321,7 +337,7 @@ std::size_t sample_all(const T* x, std::size_t n, const sampling& s, T m, double
     return xsimd::select((v >= xbv) & (e >= minp), e, zero);
   };
   const auto block = [&](std::size_t b0, std::size_t len) {
-    map<A>(x + b0, wb, len, kept);
+    map<A>(block_x(b0, len), wb, len, kept);
     for (auto it = std::lower_bound(dropped.begin(), dropped.end(), b0); it != dropped.end() && *it < b0 + len; ++it)
       wb[*it - b0] = T(0);
     return sum_map<A>(wb, static_cast<T*>(nullptr), len, [](B v) { return v; });
@@ -355,8 +371,10 @@ std::size_t sample_all(const T* x, std::size_t n, const sampling& s, T m, double
   return last;  // rounding: the last kept entry (the max is kept: total >= 1)
 }
 
-template <class A, class T>
-std::size_t sample(const T* x, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset) {
+// x may be 16-bit (S): the float kernel's draw on the widened x.
+template <class A, class S>
+std::size_t sample(const S* x, std::size_t n, const sampling& s, std::uint64_t seed, std::uint64_t offset) {
+  using T = compute_t<S>;
   constexpr T inf = std::numeric_limits<T>::infinity();
   std::vector<topk_entry<T>> cand;
   const std::size_t top_k = (s.top_k == 0 || s.top_k >= n || s.temperature == 0.0f) ? n : s.top_k;
@@ -389,7 +407,7 @@ std::size_t sample(const T* x, std::size_t n, const sampling& s, std::uint64_t s
     const std::size_t target = static_cast<std::size_t>(u * static_cast<double>(len));
     std::size_t seen = 0;
     for (std::size_t i = 0; i < n; ++i)
-      if (x[i] == inf && seen++ == target) return i;
+      if (static_cast<T>(x[i]) == inf && seen++ == target) return i;
     return cand[0].i;  // not reached: target < len <= cnt
   }
   return sample_all<A>(x, n, s, m, c, u);
