@@ -6,6 +6,9 @@
 // at temperature 0, a drawn index ranked inside top_k and not below
 // min_p * max p (with a rounding margin), the same index twice, and the
 // batched form's row 0 equal to the call with gumbel_row_seed(seed, 0).
+// bf16 and fp16 (any bit patterns): both read x as 16-bit, and must give
+// the float call's indices, probabilities (rounded once) and draws on the
+// widened x, and refuse exactly what it refuses.
 #include "common.hpp"
 
 #include <numeric>
@@ -128,14 +131,71 @@ void run(smax_fuzz::stream& in) {
     fuzz_topk(in, x);
 }
 
+template <class H>
+void run_half(smax_fuzz::stream& in) {
+  const std::size_t n = in.size(3000);
+  std::vector<H> x(n);
+  std::vector<float> xf(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint16_t lo = in.byte(), hi = in.byte();
+    x[i] = H::from_bits(static_cast<std::uint16_t>(lo | hi << 8));
+    xf[i] = static_cast<float>(x[i]);
+  }
+  smax_fuzz::context().clear();
+  smax_fuzz::describe("x (widened)", xf);
+  const std::size_t k = std::min<std::size_t>(in.size(n + 1), n + 1);
+  std::vector<H> p(k);
+  std::vector<float> pf(k);
+  std::vector<std::uint32_t> ix(k), ixf(k);
+  bool threw = false, threw_f = false;
+  try {
+    smax::dynamic::topk_softmax(x.data(), n, k, p.data(), ix.data());
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  try {
+    smax::dynamic::topk_softmax(xf.data(), n, k, pf.data(), ixf.data());
+  } catch (const std::invalid_argument&) {
+    threw_f = true;
+  }
+  if (threw != threw_f) fail("16-bit topk_softmax: refused where the float call was not, or the reverse");
+  if (!threw) {
+    if (ix != ixf) fail("16-bit topk_softmax: indices differ from the float call's");
+    for (std::size_t j = 0; j < k; ++j)
+      if (p[j].bits != H(pf[j]).bits) fail("16-bit topk_softmax: probability " + std::to_string(j) + " differs");
+  }
+  smax::sampling s;
+  s.temperature = smax_fuzz::param<float>(in, {0.0f, 0.5f, 1.0f, 2.0f, 1e-30f, -1.0f});
+  s.top_k = in.byte() < 128 ? 0 : in.size(n + 1);
+  s.top_p = smax_fuzz::param<float>(in, {1.0f, 0.95f, 0.5f, 1e-6f, 2.0f});
+  s.min_p = smax_fuzz::param<float>(in, {0.0f, 0.05f, 0.5f, 1.0f, 1.5f});
+  const std::uint64_t seed = in.u64(), offset = in.u64();
+  std::size_t got = 0, want = 0;
+  threw = threw_f = false;
+  try {
+    got = smax::dynamic::sample(x.data(), n, s, seed, offset);
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  try {
+    want = smax::dynamic::sample(xf.data(), n, s, seed, offset);
+  } catch (const std::invalid_argument&) {
+    threw_f = true;
+  }
+  if (threw != threw_f) fail("16-bit sample: refused where the float call was not, or the reverse");
+  if (!threw && got != want) fail("16-bit sample: the draw differs from the float call's");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   smax_fuzz::stream in(data, size);
   in.pick_isa();
-  if (in.byte() & 1)
-    run<double>(in);
-  else
-    run<float>(in);
+  switch (in.byte() & 3) {
+    case 0: run<float>(in); break;
+    case 1: run<double>(in); break;
+    case 2: run_half<smax::bf16>(in); break;
+    default: run_half<smax::fp16>(in); break;
+  }
   return 0;
 }

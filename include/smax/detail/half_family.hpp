@@ -241,9 +241,12 @@ void call_widened_options(std::size_t n, const softmax_options<H>& o, K&& kernel
 template <class A, class H>
 void topk_softmax_half(const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index) {
   if (k == 0) return;
-  std::vector<float> pf(k);
-  topk_softmax<A>(x, n, k, pf.data(), index);
-  narrow_block<A>(pf.data(), probs, k);
+  constexpr std::size_t on_stack = 256;  // (k of a sampler's top-k; larger k allocate)
+  float stack[on_stack];
+  std::vector<float> heap(k > on_stack ? k : 0);
+  float* pf = k > on_stack ? heap.data() : stack;
+  topk_softmax<A>(x, n, k, pf, index);
+  narrow_block<A>(static_cast<const float*>(pf), probs, k);
 }
 
 // logsumexp, cross_entropy and cross_entropy_backward on 16-bit x: x read
