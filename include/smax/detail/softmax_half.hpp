@@ -368,7 +368,11 @@ void map2_half_blocked(const H* a, const H* b, H* out, std::size_t n, F&& f) noe
 // stream_min_bytes and more: each pair of vectors rounded and packed into
 // one (narrow_pair) and streamed as computed, as map_half does (the blocks
 // through L1 wrote them with ordinary stores: a read for ownership of every
-// line of out); the same bits either way.
+// line of out); the same values either way. Only where out's vectors start
+// at multiples of W elements from its start (map2_half): f may decide per
+// vector (softmax_backward_term's fast path for a vector of y all 0 or
+// large gives other bits than its general form), so the lanes must be
+// grouped as the float kernel groups them.
 template <class A, class H, class F>
 SMAX_NOINLINE SMAX_FLATTEN void map2_half_streamed(const H* a, const H* b, H* out, std::size_t n, F& f_arg) noexcept {
   local_copy_t<F&> f(f_arg);  // (loops.hpp)
@@ -395,9 +399,10 @@ SMAX_NOINLINE SMAX_FLATTEN void map2_half_streamed(const H* a, const H* b, H* ou
   stream_fence<A>();
   map2_half_blocked<A>(a + i, b + i, out + i, n - i, f);
 }
-// Below that, four vectors of a and b widened as loaded, mapped and rounded
-// per iteration (the tail through the blocks): 0.83x the blocks' time at
-// 4K-64K (bf16 softmax_backward, AVX512_BF16, Zen 5), the same bits.
+// Below that (or out not so aligned), four vectors of a and b widened as
+// loaded, mapped and rounded per iteration (the tail through the blocks):
+// 0.73-0.87x the blocks' time at 4K-64K (AVX512_BF16, Zen 5), the same
+// values (NaN where NaN: which NaN's payload survives may differ).
 template <class A, class H, class F>
 SMAX_INLINE void map2_half_direct(const H* a, const H* b, H* out, std::size_t n, F& f) noexcept {
   using B = xsimd::batch<float, A>;
@@ -424,7 +429,8 @@ SMAX_INLINE void map2_half_direct(const H* a, const H* b, H* out, std::size_t n,
 template <class A, class H, class F>
 void map2_half(const H* a, const H* b, H* out, std::size_t n, F&& f) noexcept {
   if constexpr (has_stream_v<A> && has_narrow_pair_v<A, H>) {
-    if (n * sizeof(H) >= stream_min_bytes && reinterpret_cast<std::uintptr_t>(out) % sizeof(H) == 0)
+    constexpr std::size_t vector_bytes = xsimd::batch<float, A>::size * sizeof(H);
+    if (n * sizeof(H) >= stream_min_bytes && reinterpret_cast<std::uintptr_t>(out) % vector_bytes == 0)
       return map2_half_streamed<A>(a, b, out, n, f);
   }
   map2_half_direct<A>(a, b, out, n, f);
