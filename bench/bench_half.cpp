@@ -64,16 +64,19 @@ void register_rows() {
 }
 
 // The rest of the family on 16-bit: "<fn>16/<bf16|fp16>/<isa>/<n>" beside
-// the float "<fn>/f32/<isa>/<n>" entries of the same traffic. sparsemax and
+// the float "<fn>/f32/<isa>/<n>" entries of the same traffic.
 // sigmoid_attention through half_family.hpp's adapter (widen, float kernel,
-// narrow; sparsemax's rows beyond 2^18 elements allocate their float copies
-// per call); stablemax, log_stablemax, ssmax and softpick read x as 16-bit
-// (since 2026-12-06); the backward passes' outputs from 16 MiB are streamed
+// narrow, in blocks); stablemax, log_stablemax, ssmax and softpick read x as
+// 16-bit (since 2026-12-06), the sparse family too (since 2026-12-06, third
+// session: before, its rows beyond 2^18 elements allocated their float
+// copies per call); the backward passes' outputs from 16 MiB are streamed
 // (since 2026-12-06, second session).
 template <class H>
 void register_family() {
   register_half<H>("sparsemax16", {3, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::sparsemax(x, y, n); },
                    true);
+  register_half<H>("entmax_bisect16/1.25", {3, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::entmax_bisect(x, y, n, 1.25f); }, true);
   register_half<H>("stablemax16", {2, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::stablemax(x, y, n); },
                    true);
   register_half<H>("log_stablemax16", {2, 1},
@@ -95,6 +98,9 @@ void register_family() {
                    [](const H* x, H* y, std::size_t n) { smax::dynamic::log_softmax_backward(x, x, y, n); }, false);
   register_half<H>("stablemax_backward16", {2, 1},
                    [](const H* x, H* y, std::size_t n) { smax::dynamic::stablemax_backward(x, x, y, n); }, false);
+  // (y = x: the support is x's positive entries)
+  register_half<H>("sparsemax_backward16", {2, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::sparsemax_backward(x, x, y, n); }, false);
 }
 
 SMAX_BENCH_REGISTER(half) {

@@ -861,3 +861,110 @@ TEMPLATE_TEST_CASE("16-bit batched attention rows: each row the single-row call 
   CHECK_THROWS_AS(smax::softmax_backward(xv, short_y, xv, smax::matrix_view<H>(y.data(), rows, cols), {}),
                   std::invalid_argument);
 }
+
+TEMPLATE_TEST_CASE("16-bit sparse family reads its arrays as 16-bit: the float kernels' results, every path",
+                   "[half][family][sparse]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = static_cast<float>(format<H>::max_finite);
+  // (4097 and up: more candidates than the stack's 2048 on the narrow rows)
+  std::vector<std::size_t> ns{1, 2, 3, 100, 4097, 12289};
+  if (smax_test::max_n() >= 300000) ns.push_back(270001);  // beyond the kept workspace (the fallback's rows)
+  // One call of each function: the 16-bit call (out of place, in place) against the float kernel on the
+  // widened arrays, rounded once.
+  const auto same_as_float = [](auto&& call, const std::vector<H>& a, const std::vector<H>& b, bool in_place_b) {
+    const std::vector<float> af = widen_to<float>(a), bf = widen_to<float>(b);
+    std::vector<float> of(a.size());
+    call(af.data(), bf.data(), of.data());
+    const std::vector<H> want = narrow_from<H>(of);
+    std::vector<H> got(a.size());
+    call(a.data(), b.data(), got.data());
+    CHECK(same_bits(got, want));
+    std::vector<H> io = a;
+    call(static_cast<const H*>(io.data()), b.data(), io.data());
+    CHECK(same_bits(io, want));
+    if (in_place_b) {
+      io = b;
+      call(a.data(), static_cast<const H*>(io.data()), io.data());
+      CHECK(same_bits(io, want));
+    }
+  };
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : ns) {
+      for (int row = 0; row < 10; ++row) {
+        if (n > 300000 && row > 3) continue;
+        std::vector<H> x = logits<H>(n, 3.0, n + row), dy = logits<H>(n, 1.0, n + row + 50);
+        if (row == 1) x[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 2) x[n / 3] = H(inf);
+        if (row == 3) std::fill(x.begin(), x.end(), H(-inf));
+        if (row == 4) x[0] = H(-inf);
+        if (row == 5) std::fill(x.begin(), x.end(), H(0.25f));  // every entry a candidate
+        if (row == 6)                                           // narrow: most entries candidates
+          for (auto& v : x) v = H(0.05f * static_cast<float>(v));
+        if (row == 7)  // magnitudes near the largest finite (the threshold's split)
+          for (auto& v : x) v = H(big * (0.875f + 0.01f * static_cast<float>(v)));
+        if (row == 8) dy[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 9) x[n / 2] = x[n - 1] = H(40.0f);  // tied maxima
+        INFO(isa << " " << format<H>::name() << " n=" << n << " row kind " << row);
+        const auto fwd = [&](auto f) {
+          same_as_float([&](auto a, auto, auto o) { f(a, o); }, x, dy, false);
+        };
+        fwd([n](auto a, auto o) { d::sparsemax(a, o, n); });
+        fwd([n](auto a, auto o) { d::entmax15(a, o, n); });
+        for (float alpha : {1.0f, 1.25f, 1.5f, 2.0f, 3.0f})
+          fwd([n, alpha](auto a, auto o) { d::entmax_bisect(a, o, n, alpha, 40); });
+        // asentmax: c > 0, alpha 1 (ssmax), c < 0 and a c x that overflows (both on c x written out)
+        for (auto sa : {std::make_pair(0.5f, 1.5f), std::make_pair(0.5f, 1.0f), std::make_pair(0.5f, 1.75f),
+                        std::make_pair(-0.75f, 1.5f), std::make_pair(1e30f, 1.5f)})
+          fwd([n, sa](auto a, auto o) { d::asentmax(a, o, n, sa.second, sa.first, 0.1f); });
+        // the backward passes, on a forward output y (its zeros: off the support)
+        std::vector<H> y(n);
+        d::entmax15(x.data(), y.data(), n);
+        const auto bwd = [&](auto f) { same_as_float(f, y, dy, true); };
+        bwd([n](auto a, auto b, auto o) { d::sparsemax_backward(a, b, o, n); });
+        for (float alpha : {1.0f, 1.25f, 1.5f, 2.0f, 3.0f})
+          bwd([n, alpha](auto a, auto b, auto o) { d::entmax_backward(a, b, o, n, alpha); });
+        bwd([n](auto a, auto b, auto o) { d::asentmax_backward(a, a, b, o, n, 1.25f, 0.5f, 0.1f); });
+      }
+    }
+    // misaligned: 16-bit rows one element into their buffer, batched
+    const std::size_t n = 1037, rows = 3;
+    const std::vector<H> buf = logits<H>(n * rows + 1, 1.0, 7);
+    std::vector<H> y(n * rows + 1), dx(n * rows + 1);
+    d::entmax_bisect(smax::matrix_view<const H>(buf.data() + 1, rows, n), smax::matrix_view<H>(y.data() + 1, rows, n),
+                     1.75f);
+    d::sparsemax_backward(smax::matrix_view<const H>(y.data() + 1, rows, n),
+                          smax::matrix_view<const H>(buf.data() + 1, rows, n), smax::matrix_view<H>(dx.data() + 1, rows, n));
+    for (std::size_t r = 0; r < rows; ++r) {
+      const auto at = [&](const std::vector<H>& v) {
+        return widen_to<float>(std::vector<H>(v.begin() + 1 + r * n, v.begin() + 1 + (r + 1) * n));
+      };
+      const std::vector<float> xf = at(buf), yf = at(y);
+      std::vector<float> of(n);
+      d::entmax_bisect(xf.data(), of.data(), n, 1.75f);
+      CHECK(same_bits(std::vector<H>(y.begin() + 1 + r * n, y.begin() + 1 + (r + 1) * n), narrow_from<H>(of)));
+      d::sparsemax_backward(yf.data(), xf.data(), of.data(), n);
+      CHECK(same_bits(std::vector<H>(dx.begin() + 1 + r * n, dx.begin() + 1 + (r + 1) * n), narrow_from<H>(of)));
+    }
+  }
+  // Streamed outputs (from 16 MiB of 16-bit output), on the dispatcher's level
+  const std::size_t n = (std::size_t(8) << 20) + 37;
+  if (smax_test::max_n() >= n) {
+    const std::vector<H> x = logits<H>(n, 0.5, 11), dy = logits<H>(n, 1.0, 12);
+    const std::vector<float> xf = widen_to<float>(x), dyf = widen_to<float>(dy);
+    std::vector<float> of(n), yf(n);
+    std::vector<H> got(n), y(n);
+    d::sparsemax(xf.data(), of.data(), n);
+    d::sparsemax(x.data(), got.data(), n);
+    CHECK(same_bits(got, narrow_from<H>(of)));
+    d::entmax_bisect(xf.data(), of.data(), n, 1.25f);
+    d::entmax_bisect(x.data(), y.data(), n, 1.25f);
+    CHECK(same_bits(y, narrow_from<H>(of)));
+    const std::vector<float> ywf = widen_to<float>(y);
+    d::entmax_backward(ywf.data(), dyf.data(), of.data(), n, 1.25f);
+    d::entmax_backward(y.data(), dy.data(), got.data(), n, 1.25f);
+    CHECK(same_bits(got, narrow_from<H>(of)));
+  }
+}

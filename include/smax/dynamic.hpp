@@ -69,6 +69,14 @@ void log_softmax(const double* x, double* y, std::size_t n);
   void stablemax_backward(const H* x, const H* dy, H* dx, std::size_t n);                                    \
   void ssmax(const H* x, H* y, std::size_t n, float s, float b = 0);                                          \
   void softpick(const H* x, H* y, std::size_t n, float eps = 1e-8f);                                         \
+  void sparsemax(const H* x, H* y, std::size_t n);                                                           \
+  void entmax15(const H* x, H* y, std::size_t n);                                                            \
+  void entmax_bisect(const H* x, H* y, std::size_t n, float alpha, int n_iter = 50);                          \
+  void asentmax(const H* x, H* y, std::size_t n, float alpha, float s, float b = 0);                          \
+  void sparsemax_backward(const H* y, const H* dy, H* dx, std::size_t n);                                    \
+  void entmax_backward(const H* y, const H* dy, H* dx, std::size_t n, float alpha);                          \
+  void asentmax_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n, float alpha, float s,     \
+                         float b = 0);                                                                        \
   void topk_softmax(const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index);                \
   std::size_t sample(const H* logits, std::size_t n, const sampling& s, std::uint64_t seed,                   \
                      std::uint64_t offset = 0);                                                               \

@@ -152,9 +152,7 @@ void entmax15(const T* x, T* y, std::size_t n) {
 // Throws std::invalid_argument unless alpha >= 1 is finite and n_iter >= 0.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void entmax_bisect(A, const T* x, T* y, std::size_t n, detail::nodeduce_t<T> alpha, int n_iter = 50) {
-  if (!(alpha >= T(1)) || !detail::is_finite(alpha))
-    throw std::invalid_argument("smax::entmax_bisect: alpha must be finite and >= 1");
-  if (n_iter < 0) throw std::invalid_argument("smax::entmax_bisect: n_iter must be >= 0");
+  detail::check_entmax("smax::entmax_bisect", alpha, n_iter);
   detail::entmax_bisect<A, T>(x, y, n, alpha, n_iter);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
@@ -180,8 +178,7 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) {
 // is finite.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void entmax_backward(A, const T* y, const T* dy, T* dx, std::size_t n, detail::nodeduce_t<T> alpha) {
-  if (!(alpha >= T(1)) || !detail::is_finite(alpha))
-    throw std::invalid_argument("smax::entmax_backward: alpha must be finite and >= 1");
+  detail::check_entmax("smax::entmax_backward", alpha);
   detail::entmax_backward<A, T>(y, dy, dx, n, alpha);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
@@ -1219,10 +1216,11 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
   cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing, logsumexp_x);
 }
 
-// stablemax, log_stablemax, stablemax_backward, ssmax and softpick on
-// 16-bit arrays read them as 16-bit (half_family.hpp): no float copy of the row, the float
-// kernels' results on the widened arrays; the rows their fast paths leave
-// take the widened form above.
+// stablemax, log_stablemax, stablemax_backward, ssmax, softpick and the
+// sparse family (sparsemax, entmax15, entmax_bisect, asentmax and their
+// backward passes) on 16-bit arrays read them as 16-bit (half_family.hpp):
+// no float copy of the row, the float kernels' results on the widened
+// arrays; the rows their fast paths leave take the widened form above.
 #define SMAX_HALF_STABLEMAX(name, params, args)                                                                  \
   template <class A, class H>                                                                                    \
   std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(A, SMAX_HALF_PARENS params) {             \
@@ -1237,6 +1235,18 @@ SMAX_HALF_STABLEMAX(log_stablemax, (const H* x, H* y, std::size_t n), (x, y, n))
 SMAX_HALF_STABLEMAX(stablemax_backward, (const H* x, const H* dy, H* dx, std::size_t n), (x, dy, dx, n))
 SMAX_HALF_STABLEMAX(ssmax, (const H* x, H* y, std::size_t n, float s, float b = 0), (x, y, n, s, b))
 SMAX_HALF_STABLEMAX(softpick, (const H* x, H* y, std::size_t n, float eps = 1e-8f), (x, y, n, eps))
+SMAX_HALF_STABLEMAX(sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))
+SMAX_HALF_STABLEMAX(entmax15, (const H* x, H* y, std::size_t n), (x, y, n))
+SMAX_HALF_STABLEMAX(entmax_bisect, (const H* x, H* y, std::size_t n, float alpha, int n_iter = 50),
+                    (x, y, n, alpha, n_iter))
+SMAX_HALF_STABLEMAX(asentmax, (const H* x, H* y, std::size_t n, float alpha, float s, float b = 0),
+                    (x, y, n, alpha, s, b))
+SMAX_HALF_STABLEMAX(sparsemax_backward, (const H* y, const H* dy, H* dx, std::size_t n), (y, dy, dx, n))
+SMAX_HALF_STABLEMAX(entmax_backward, (const H* y, const H* dy, H* dx, std::size_t n, float alpha),
+                    (y, dy, dx, n, alpha))
+SMAX_HALF_STABLEMAX(asentmax_backward,
+                    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float alpha, float s, float b = 0),
+                    (x, y, dy, dx, n, alpha, s, b))
 #undef SMAX_HALF_STABLEMAX
 
 // The k largest entries of softmax(x) as topk_softmax (probs: k 16-bit

@@ -148,6 +148,19 @@
     (x, dy, dx, n))                                                                                              \
   X(void, ssmax, ssmax, (const H* x, H* y, std::size_t n, float s, float b), (x, y, n, s, b))                  \
   X(void, softpick, softpick, (const H* x, H* y, std::size_t n, float eps), (x, y, n, eps))                    \
+  X(void, sparsemax, sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))                                  \
+  X(void, entmax15, entmax15, (const H* x, H* y, std::size_t n), (x, y, n))                                    \
+  X(void, entmax_bisect, entmax_bisect, (const H* x, H* y, std::size_t n, float alpha, int n_iter),            \
+    (x, y, n, alpha, n_iter))                                                                                    \
+  X(void, asentmax, asentmax, (const H* x, H* y, std::size_t n, float alpha, float s, float b),                \
+    (x, y, n, alpha, s, b))                                                                                      \
+  X(void, sparsemax_backward, sparsemax_backward, (const H* y, const H* dy, H* dx, std::size_t n),              \
+    (y, dy, dx, n))                                                                                              \
+  X(void, entmax_backward, entmax_backward, (const H* y, const H* dy, H* dx, std::size_t n, float alpha),       \
+    (y, dy, dx, n, alpha))                                                                                       \
+  X(void, asentmax_backward, asentmax_backward,                                                                  \
+    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float alpha, float s, float b),                  \
+    (x, y, dy, dx, n, alpha, s, b))                                                                              \
   X(void, topk_softmax, topk_softmax, (const H* x, std::size_t n, std::size_t k, H* probs, std::uint32_t* index), \
     (x, n, k, probs, index))                                                                                     \
   X(std::size_t, sample, sample,                                                                                 \

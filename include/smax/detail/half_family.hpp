@@ -1,8 +1,9 @@
 // The rest of the family on bf16 / fp16 arrays (softmax, log_softmax and
 // their backward passes have their own streaming kernels: softmax_half.hpp;
-// logsumexp, cross_entropy, the stablemax members, ssmax and softpick read
-// 16-bit x through the float kernels' own passes, below; their refused
-// rows take the widened form).
+// logsumexp, cross_entropy, the stablemax members, ssmax, softpick,
+// topk_softmax, sample and the sparse family read 16-bit arrays through the
+// float kernels' own passes, below; their refused rows take the widened
+// form).
 // Every other 16-bit call widens its 16-bit arrays into float, runs the float
 // kernel (one body for every type), and rounds each output once: results
 // within one 16-bit ulp of the float kernel's, special values and errors as
@@ -27,8 +28,10 @@
 #include "batched.hpp"
 #include "half.hpp"
 #include "losses.hpp"
+#include "seeds.hpp"
 #include "softmax_half.hpp"
 #include "softpick.hpp"
+#include "sparse.hpp"
 #include "ssmax.hpp"
 #include "stablemax.hpp"
 #include "topk.hpp"
@@ -380,6 +383,85 @@ void softpick_half(const H* x, H* y, std::size_t n, float eps) {
       n, [=](const float* xf, float* yf, std::size_t k) { softpick<A>(xf, yf, k, eps); }, x, y, n);
 }
 
+// The sparse family on 16-bit arrays: sparse.hpp's passes read x (y and dy
+// for the backward passes) as 16-bit, widening each vector as loaded; the
+// candidates are kept as floats (on the stack, or in memory allocated as
+// they grow: the float kernel keeps them in y) and the output pass rounds
+// each output once. The float kernels' results on the widened arrays, bit
+// for bit, with no float copy of the row. The rows they leave (NaN or an
+// infinite max; for entmax_bisect alpha = 1, and asentmax's c x that
+// overflows) take the widened form.
+template <class A, class Conv, int P, class H>
+void sparse_forward_half(const H* x, H* y, std::size_t n) {
+  if (n == 0) return;
+  candidate_store<float> store(nullptr, 0);
+  float m;
+  if (sparse_forward_finite<A, P>(x, n, store, n, m,
+                                  [&](auto f) { map_half<A, narrow_input::any>(x, y, n, f); }))
+    return;
+  call_widened_whole<Conv, H>(
+      n, [](const float* xf, float* yf, std::size_t k) { sparse_forward<A, float, P>(xf, yf, k); }, x, y, n);
+}
+template <class A, class Conv, class H>
+void sparsemax_half(const H* x, H* y, std::size_t n) {
+  sparse_forward_half<A, Conv, 1>(x, y, n);
+}
+template <class A, class Conv, class H>
+void entmax15_half(const H* x, H* y, std::size_t n) {
+  sparse_forward_half<A, Conv, 2>(x, y, n);
+}
+// (scale: asentmax's c, checked finite; 1 for entmax_bisect)
+template <class A, class Conv, class H>
+void entmax_bisect_scaled_half(const H* x, H* y, std::size_t n, float alpha, int n_iter, float scale) {
+  if (n == 0) return;
+  if (alpha != 1.0f && scale > 0.0f) {
+    candidate_store<float> store(nullptr, 0);
+    float m;
+    if (entmax_bisect_finite<A>(x, n, alpha, n_iter, nullptr, scale, store, n, m, [&](auto f) {
+          map_half<A, narrow_input::any>(x, y, n, f);
+        }) == entmax_rest::done)
+      return;
+  }
+  call_widened_whole<Conv, H>(
+      n,
+      [=](const float* xf, float* yf, std::size_t k) { entmax_bisect<A, float>(xf, yf, k, alpha, n_iter, nullptr, scale); },
+      x, y, n);
+}
+template <class A, class Conv, class H>
+void entmax_bisect_half(const H* x, H* y, std::size_t n, float alpha, int n_iter) {
+  check_entmax("smax::entmax_bisect", alpha, n_iter);
+  entmax_bisect_scaled_half<A, Conv>(x, y, n, alpha, n_iter, 1.0f);
+}
+template <class A, class Conv, class H>
+void asentmax_half(const H* x, H* y, std::size_t n, float alpha, float s, float b) {
+  check_asentmax("smax::asentmax", alpha, s, b, n);
+  if (n == 0) return;
+  if (alpha == 1.0f) return ssmax_half<A, Conv>(x, y, n, s, b);
+  entmax_bisect_scaled_half<A, Conv>(x, y, n, alpha, 50, static_cast<float>(ssmax_scale(s, b, n)));
+}
+template <class A, class Conv, class H>
+void sparsemax_backward_half(const H* y, const H* dy, H* dx, std::size_t n) {
+  if (n == 0) return;
+  sparsemax_backward_pass<A>(y, dy, n, [&](auto f) { map2_half<A>(y, dy, dx, n, f); });
+}
+template <class A, class Conv, class H>
+void entmax_backward_half(const H* y, const H* dy, H* dx, std::size_t n, float alpha) {
+  check_entmax("smax::entmax_backward", alpha);
+  if (n == 0) return;
+  entmax_backward_pass<A>(y, dy, n, alpha, static_cast<float*>(nullptr), [&](auto f) { map2_half<A>(y, dy, dx, n, f); });
+}
+// dx = c entmax_backward(y, dy), the product formed before the rounding.
+template <class A, class Conv, class H>
+void asentmax_backward_half(const H*, const H* y, const H* dy, H* dx, std::size_t n, float alpha, float s, float b) {
+  using B = xsimd::batch<float, A>;
+  check_asentmax("smax::asentmax_backward", alpha, s, b, n);
+  if (n == 0) return;
+  const B c(static_cast<float>(ssmax_scale(s, b, n)));
+  entmax_backward_pass<A>(y, dy, n, alpha, static_cast<float*>(nullptr), [&](auto f) {
+    map2_half<A>(y, dy, dx, n, [=](B yv, B d) { return mul_normal<A, float>(f(yv, d), c); });
+  });
+}
+
 // The batched 16-bit forms: f(r) for every row on the executor. The
 // arguments are checked before; the one exception a row can still raise
 // (std::bad_alloc for a long row's workspace) is caught in its task and
@@ -513,18 +595,9 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
     (logits, y, n, tau, seed, hard))                                                                             \
   X(H, void, softpick_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f),  \
     (x, y, dy, dx, n, eps))                                                                                      \
-  X(H, void, sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))                                            \
-  X(H, void, entmax15, (const H* x, H* y, std::size_t n), (x, y, n))                                             \
-  X(H, void, entmax_bisect, (const H* x, H* y, std::size_t n, float alpha, int n_iter = 50),                     \
-    (x, y, n, alpha, n_iter))                                                                                    \
-  X(H, void, sparsemax_backward, (const H* y, const H* dy, H* dx, std::size_t n), (y, dy, dx, n))                \
-  X(H, void, entmax_backward, (const H* y, const H* dy, H* dx, std::size_t n, float alpha),                      \
-    (y, dy, dx, n, alpha))                                                                                       \
   X(H, void, sigmoid_attention, (const H* x, H* y, std::size_t n, float b), (x, y, n, b))                        \
   X(H, void, sa_softmax, (const H* x, H* y, std::size_t n, bool normalized = false), (x, y, n, normalized))      \
   X(H, void, multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))               \
-  X(H, void, asentmax, (const H* x, H* y, std::size_t n, float alpha, float s, float b = 0),                     \
-    (x, y, n, alpha, s, b))                                                                                      \
   X(H, void, sigmoid_attention_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float b),   \
     (x, y, dy, dx, n, b))                                                                                        \
   X(H, void, sa_softmax_backward,                                                                                \
@@ -532,9 +605,7 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
     (x, y, dy, dx, n, normalized))                                                                               \
   X(H, void, multimax_backward,                                                                                  \
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p), (x, y, dy, dx, n, p)) \
-  X(H, void, asentmax_backward,                                                                                  \
-    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float alpha, float s, float b = 0),              \
-    (x, y, dy, dx, n, alpha, s, b))
+
 
 // Batched 16-bit forms, X(H, name, matrix parameters, scalar parameters,
 // scalar arguments, check): rows of the single-row form; the check (the

@@ -589,8 +589,9 @@ void reduce_max_min(const T* x, std::size_t n, T& mx, T& mn) noexcept {
 // Max over x[0..n-1], or NaN when x holds one. NaN is tracked as
 // "not v == v": xsimd 8.1's v != v is an ordered compare on AVX / AVX-512
 // (false for NaN) and true on SSE2.
-template <class A, class T>
-T max_or_nan(const T* x, std::size_t n) noexcept {
+// (x may be 16-bit, widened as loaded.)
+template <class A, class S, class T = compute_t<S>>
+T max_or_nan(const S* x, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   struct nan_watch {
     xsimd::batch_bool<T, A> ok = B(T(0)) == B(T(0));  // all true

@@ -304,9 +304,11 @@ T finite_mean(double v) noexcept {
 // (The padding lanes of the tail read 0.) Where f returns a vector and
 // `out` is given, it is stored to out[i] (out may alias a or b): f's own
 // value, not a second map as sum_of_pairs's pair_output computes.
-template <class A, class T, class F, class O = std::nullptr_t>
-void two_sums_of_pairs(const T* a, const T* b, std::size_t n, F&& f, double& out0, double& out1,
+// a and b may be 16-bit (widened as loaded; T float).
+template <class A, class S, class F, class O = std::nullptr_t>
+void two_sums_of_pairs(const S* a, const S* b, std::size_t n, F&& f, double& out0, double& out1,
                        O out = nullptr) noexcept {
+  using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t block = W * 4 * loop_shape<A>::block_chunks;
@@ -328,12 +330,13 @@ void two_sums_of_pairs(const T* a, const T* b, std::size_t n, F&& f, double& out
     B s0(T(0)), s1(T(0)), r0(T(0)), r1(T(0));
     const std::size_t end = std::min(n, i + block);
     for (; i + 2 * W <= end; i += 2 * W) {
-      step(i, B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1, W);
-      step(i + W, B::load_unaligned(a + i + W), B::load_unaligned(b + i + W), r0, r1, W);
+      step(i, load_as<A, T>(a + i), load_as<A, T>(b + i), s0, s1, W);
+      step(i + W, load_as<A, T>(a + i + W), load_as<A, T>(b + i + W), r0, r1, W);
     }
-    for (; i + W <= end; i += W) step(i, B::load_unaligned(a + i), B::load_unaligned(b + i), s0, s1, W);
+    for (; i + W <= end; i += W) step(i, load_as<A, T>(a + i), load_as<A, T>(b + i), s0, s1, W);
     if (i < end) {
-      step(i, load_partial<A>(a + i, end - i, T(0)), load_partial<A>(b + i, end - i, T(0)), s0, s1, end - i);
+      step(i, load_as_partial<A, T>(a + i, end - i, T(0)), load_as_partial<A, T>(b + i, end - i, T(0)), s0, s1,
+           end - i);
       i = end;
     }
     t0.add(s0 + r0);

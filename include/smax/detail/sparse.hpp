@@ -35,6 +35,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "exp.hpp"
 #include "log.hpp"
@@ -46,6 +48,14 @@ namespace smax {
 namespace detail {
 
 // Pass 1 is loops.hpp's max_or_nan.
+
+// The checks of entmax_bisect and entmax_backward (float, double and 16-bit
+// forms): std::invalid_argument unless alpha >= 1 is finite and n_iter >= 0.
+template <class T>
+void check_entmax(const char* fn, T alpha, int n_iter = 0) {
+  if (!(alpha >= T(1)) || !is_finite(alpha)) throw std::invalid_argument(std::string(fn) + ": alpha must be finite and >= 1");
+  if (n_iter < 0) throw std::invalid_argument(std::string(fn) + ": n_iter must be >= 0");
+}
 
 // --------------------------------------------------------------- pass 2 --
 
@@ -93,8 +103,9 @@ T candidate_cut(T m, double r) noexcept {
 // Copies every x_i > cut to the store, in order; returns how many. Vectors
 // without a candidate (nearly all, for spread-out logits) cost one compare;
 // the others are copied lane by lane without branches.
-template <class A, class T>
-std::size_t collect_candidates(const T* x, std::size_t n, T cut, candidate_store<T>& store) {
+// (x may be 16-bit, T float: the candidates are the widened values.)
+template <class A, class S, class T>
+std::size_t collect_candidates(const S* x, std::size_t n, T cut, candidate_store<T>& store) {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   const B cv(cut);
@@ -103,18 +114,18 @@ std::size_t collect_candidates(const T* x, std::size_t n, T cut, candidate_store
     store.reserve(k + count, k, k + (n - start));
     T* b = store.data();
     for (std::size_t l = 0; l < count; ++l) {
-      const T v = x[start + l];
+      const T v = static_cast<T>(x[start + l]);
       b[k] = v;
       k += (v > cut);
     }
   };
   for (; i + 4 * W <= n; i += 4 * W) {
-    const auto hit = ((B::load_unaligned(x + i) > cv) | (B::load_unaligned(x + i + W) > cv)) |
-                     ((B::load_unaligned(x + i + 2 * W) > cv) | (B::load_unaligned(x + i + 3 * W) > cv));
+    const auto hit = ((load_as<A, T>(x + i) > cv) | (load_as<A, T>(x + i + W) > cv)) |
+                     ((load_as<A, T>(x + i + 2 * W) > cv) | (load_as<A, T>(x + i + 3 * W) > cv));
     if (xsimd::any(hit)) take(i, 4 * W);
   }
   for (; i + W <= n; i += W)
-    if (xsimd::any(B::load_unaligned(x + i) > cv)) take(i, W);
+    if (xsimd::any(load_as<A, T>(x + i) > cv)) take(i, W);
   if (i < n) take(i, n - i);
   return k;
 }
@@ -163,8 +174,8 @@ SMAX_INLINE std::size_t append_where(T* b, std::size_t k, xsimd::batch<S, A> v, 
 // refreshed from the lanes' maxima every 16 chunks. Collection stops when
 // it would pass `limit` (in place: the stack buffer); `complete` then says
 // the caller must collect again against the final max (collect_candidates).
-template <class A, class T>
-T max_and_candidates(const T* x, std::size_t n, double r, candidate_store<T>& store, std::size_t limit,
+template <class A, class S, class T>
+T max_and_candidates(const S* x, std::size_t n, double r, candidate_store<T>& store, std::size_t limit,
                      std::size_t& count, bool& complete) {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
@@ -181,8 +192,8 @@ T max_and_candidates(const T* x, std::size_t n, double r, candidate_store<T>& st
   std::size_t i = 0, k = 0, since = 0;
   const auto lanes_max = [&] { return hmax<A>(xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3))); };
   for (; i + 4 * W <= n; i += 4 * W) {
-    const B v0 = B::load_unaligned(x + i), v1 = B::load_unaligned(x + i + W);
-    const B v2 = B::load_unaligned(x + i + 2 * W), v3 = B::load_unaligned(x + i + 3 * W);
+    const B v0 = load_as<A, T>(x + i), v1 = load_as<A, T>(x + i + W);
+    const B v2 = load_as<A, T>(x + i + 2 * W), v3 = load_as<A, T>(x + i + 3 * W);
     m0 = xsimd::max(m0, v0);
     m1 = xsimd::max(m1, v1);
     m2 = xsimd::max(m2, v2);
@@ -212,7 +223,7 @@ T max_and_candidates(const T* x, std::size_t n, double r, candidate_store<T>& st
   }
   for (; i < n; i += W) {
     const std::size_t len = std::min(W, n - i);
-    const B v = len == W ? B::load_unaligned(x + i) : load_partial<A>(x + i, len, ninf);
+    const B v = len == W ? load_as<A, T>(x + i) : load_as_partial<A, T>(x + i, len, ninf);
     m0 = xsimd::max(m0, v);
     ok = ok & (v == v);
     if (complete && xsimd::any(v > cv)) {
@@ -222,8 +233,9 @@ T max_and_candidates(const T* x, std::size_t n, double r, candidate_store<T>& st
         store.reserve(k + W, k, n);
         T* b = store.data();
         for (std::size_t l = 0; l < len; ++l) {
-          b[k] = x[i + l];
-          k += (x[i + l] > cut);
+          const T v = static_cast<T>(x[i + l]);
+          b[k] = v;
+          k += (v > cut);
         }
       }
     }
@@ -759,31 +771,46 @@ bool sparse_nonfinite(const T* x, T* y, std::size_t n, T m) noexcept {
 
 // ---------------------------------------------------------------- kernels --
 
-// sparsemax (P = 1) and 1.5-entmax (P = 2).
-template <class A, class T, int P>
-void sparse_forward(const T* x, T* y, std::size_t n) {
+// sparsemax (P = 1) and 1.5-entmax (P = 2) on a row whose max m is finite:
+// pass 1, the solve, then write(f) runs the output pass y = f(x) (the
+// caller's loop: a plain map, or 16-bit x and y widened and rounded).
+// Returns false, having written nothing, when m (set either way) is NaN or
+// infinite. x may be 16-bit, T float: the float kernel's passes on the
+// widened x; `limit` as max_and_candidates.
+template <class A, int P, class S, class T, class Write>
+bool sparse_forward_finite(const S* x, std::size_t n, candidate_store<T>& store, std::size_t limit, T& m,
+                           Write&& write) {
   using B = xsimd::batch<T, A>;
-  if (n == 0) return;
   const double r = P;
-  candidate_store<T> store(x == y ? nullptr : y, n);
   std::size_t k;
   bool complete;
-  const T m = max_and_candidates<A>(x, n, r, store, x == y ? store.stack_capacity : n, k, complete);
-  if (sparse_nonfinite(x, y, n, m)) return;
+  m = max_and_candidates<A>(x, n, r, store, limit, k, complete);
+  if (!is_finite(m)) return false;
   if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, r), store);
   const double t = sparse_threshold<A, P>(store.data(), k, static_cast<double>(m));
   T hi, lo;
   split_threshold(m, t, hi, lo);
   const B hv(hi), lv(lo), zero(T(0));
   if (P == 1) {
-    map<A>(x, y, n, [=](B v) { return xsimd::max((v - hv) - lv, zero); });
+    write([=](B v) { return xsimd::max((v - hv) - lv, zero); });
   } else {
     const B half(T(0.5));
-    map<A>(x, y, n, [=](B v) {
+    write([=](B v) {
       const B s = xsimd::max((v - hv) - lv, zero) * half;
       return s * s;
     });
   }
+  return true;
+}
+
+template <class A, class T, int P>
+void sparse_forward(const T* x, T* y, std::size_t n) {
+  if (n == 0) return;
+  candidate_store<T> store(x == y ? nullptr : y, n);
+  T m;
+  if (!sparse_forward_finite<A, P>(x, n, store, x == y ? store.stack_capacity : n, m,
+                                   [&](auto f) { map<A>(x, y, n, f); }))
+    sparse_nonfinite(x, y, n, m);
 }
 
 // y = (am1 (x - (hi + lo)))_+^p for a general p, computed in double (for
@@ -828,30 +855,32 @@ struct entmax_power {
 // within p / c of the max, are scaled once found, and the output pass
 // scales each x. c <= 0, alpha = 1, a max that is not finite, or a c m
 // that overflows T: c x is written to y and solved there.
-template <class A, class T>
-void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_count* count = nullptr,
-                   T scale = T(1)) {
+// What entmax_bisect_finite left to its caller.
+enum class entmax_rest {
+  done,      // y written
+  prescale,  // c x must be written out and solved there (special values of c x)
+  nonfinite  // m is NaN or infinite (unscaled): sparse_nonfinite
+};
+
+// entmax_bisect for alpha > 1 and, when scaled, c > 0 (the caller handles
+// the others): pass 1, the solve, and write(f) the output pass y = f(x),
+// as sparse_forward_finite (x may be 16-bit; nothing is written unless
+// the result is done).
+template <class A, class S, class T, class Write>
+entmax_rest entmax_bisect_finite(const S* x, std::size_t n, T alpha, int n_iter, bisect_count* count, T scale,
+                                 candidate_store<T>& store, std::size_t limit, T& m, Write&& write) {
   using B = xsimd::batch<T, A>;
-  if (n == 0) return;
   const bool scaled = scale != T(1);
-  const auto prescale = [&]() {
-    const B c(scale);
-    map<A>(x, y, n, [c](B v) { return v * c; });
-    entmax_bisect<A, T>(y, y, n, alpha, n_iter, count);
-  };
-  if (scaled && (alpha == T(1) || !(scale > T(0)))) return prescale();
-  if (alpha == T(1)) return softmax<A>(x, y, n, algorithm::automatic);
   const double am1 = static_cast<double>(alpha) - 1.0;
   const double p = 1.0 / am1;
   const double width = p / static_cast<double>(scale);
-  candidate_store<T> store(x == y ? nullptr : y, n);
   std::size_t k;
   bool complete;
-  T m = max_and_candidates<A>(x, n, width, store, x == y ? store.stack_capacity : n, k, complete);
+  m = max_and_candidates<A>(x, n, width, store, limit, k, complete);
   // Special values of c x (a finite x whose c x overflows shares with the
   // infinities): on c x written out.
-  if (scaled && !is_finite(static_cast<T>(m * scale))) return prescale();
-  if (sparse_nonfinite(x, y, n, m)) return;
+  if (scaled && !is_finite(static_cast<T>(m * scale))) return entmax_rest::prescale;
+  if (!is_finite(m)) return entmax_rest::nonfinite;
   if (!complete) k = collect_candidates<A>(x, n, candidate_cut(m, width), store);
   if (scaled) {
     T* c = store.data();
@@ -868,9 +897,9 @@ void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_
     // max(-inf, c x) rounds c x to T as the candidates were (an FMA
     // contracted from c x - hi would not) and keeps NaN.
     if (scaled)
-      map<A>(x, y, n, [=](B v) { return f(xsimd::max(ninf, v * sv)); });
+      write([=](B v) { return f(xsimd::max(ninf, v * sv)); });
     else
-      map<A>(x, y, n, f);
+      write(f);
   };
   if (p == 1.0) {
     out([&](B v) { return xsimd::max((v - hv) - lv, zero); });
@@ -883,6 +912,34 @@ void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_
   } else {
     out(entmax_power<A, T>{am1, p, hi, lo, lo_d});
   }
+  return entmax_rest::done;
+}
+
+template <class A, class T>
+void entmax_bisect(const T* x, T* y, std::size_t n, T alpha, int n_iter, bisect_count* count = nullptr,
+                   T scale = T(1)) {
+  using B = xsimd::batch<T, A>;
+  if (n == 0) return;
+  const bool scaled = scale != T(1);
+  const auto prescale = [&]() {
+    const B c(scale);
+    map<A>(x, y, n, [c](B v) { return v * c; });
+    entmax_bisect<A, T>(y, y, n, alpha, n_iter, count);
+  };
+  if (scaled && (alpha == T(1) || !(scale > T(0)))) return prescale();
+  if (alpha == T(1)) return softmax<A>(x, y, n, algorithm::automatic);
+  candidate_store<T> store(x == y ? nullptr : y, n);
+  T m;
+  switch (entmax_bisect_finite<A>(x, n, alpha, n_iter, count, scale, store, x == y ? store.stack_capacity : n, m,
+                                  [&](auto f) { map<A>(x, y, n, f); })) {
+    case entmax_rest::done:
+      return;
+    case entmax_rest::prescale:
+      return prescale();
+    case entmax_rest::nonfinite:
+      sparse_nonfinite(x, y, n, m);
+      return;
+  }
 }
 
 // --------------------------------------------------------------- backward --
@@ -893,11 +950,12 @@ inline double support_sum_scale(std::size_t n) noexcept {
   return std::ldexp(1.0, -std::ilogb(static_cast<double>(n)) - 1);
 }
 
-// dx_i = s_i (dy_i - mean over the support of dy), s_i = [y_i > 0].
-template <class A, class T>
-void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+// dx_i = s_i (dy_i - mean over the support of dy), s_i = [y_i > 0]: the
+// sums, then write(f) runs the output pass dx = f(y, dy) (the caller's
+// loop). y and dy may be 16-bit, widened as loaded (T float).
+template <class A, class S, class Write, class T = compute_t<S>>
+void sparsemax_backward_pass(const S* y, const S* dy, std::size_t n, Write&& write) noexcept {
   using B = xsimd::batch<T, A>;
-  if (n == 0) return;
   const B zero(T(0)), one(T(1));
   double count = 0, sum = 0;
   // dy is summed as dy 2^-k with 2^k > n: no overflow for dy up to the
@@ -913,15 +971,23 @@ void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept 
               },
               count, sum);
   const B mean(count > 0 ? finite_mean<T>(sum / count / scale) : T(0));
-  map_pairs<A>(y, dy, dx, n, [=](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
+  write([=](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
+}
+template <class A, class T>
+void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
+  if (n == 0) return;
+  sparsemax_backward_pass<A>(y, dy, n, [&](auto f) { map_pairs<A>(y, dy, dx, n, f); });
 }
 
 // dx = g dy - g (sum g dy / sum g), g_i = y_i^(2 - alpha) on the support
-// (alpha = 1: softmax's, alpha = 2: sparsemax's).
-template <class A, class T>
-SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noexcept {
+// (alpha = 1: softmax's, alpha = 2: sparsemax's): the sums, then write(f)
+// runs the output pass dx = f(y, dy), as sparsemax_backward_pass (y and dy
+// may be 16-bit). `scratch`, where not null, is dx as a T array of its own
+// (neither y nor dy): a general power then keeps g there between the passes.
+template <class A, class S, class Write, class T = compute_t<S>>
+SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T alpha, T* scratch,
+                                       Write&& write) noexcept {
   using B = xsimd::batch<T, A>;
-  if (n == 0) return;
   const B zero(T(0));
   const T e = T(2) - alpha;
   const B ev(e);
@@ -960,7 +1026,8 @@ SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n,
   // A general power (two logs and exps a vector) is computed once where dx
   // is its own array: pass 1 keeps g in dx, -inf off the support (g is
   // never negative), and pass 2 reads it back. The same bits either way.
-  if (e != T(0) && e != T(1) && e != T(0.5) && dx != y && dx != dy) {
+  if (e != T(0) && e != T(1) && e != T(0.5) && scratch) {
+    T* dx = scratch;
     two_sums_of_pairs<A>(y, dy, n,
                          [&](B yv, B d, B& s0, B& s1) {
                            const B gv = g(yv);
@@ -969,13 +1036,21 @@ SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n,
                          },
                          sg, sgd, dx);
     const B q(sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0));
-    return map_pairs<A>(dx, dy, dx, n, [=](B gk, B d) {
-      return xsimd::select(gk == -inf, zero, gradient(xsimd::max(gk, zero), d, q));
-    });
+    if constexpr (std::is_same<S, T>::value)
+      map_pairs<A>(static_cast<const T*>(dx), dy, dx, n, [=](B gk, B d) {
+        return xsimd::select(gk == -inf, zero, gradient(xsimd::max(gk, zero), d, q));
+      });
+    return;
   }
   two_sums_of_pairs<A>(y, dy, n, [&](B yv, B d, B& s0, B& s1) { sums(yv, d, s0, s1, g(yv)); }, sg, sgd);
   const B q(sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0));
-  map_pairs<A>(y, dy, dx, n, [=](B yv, B d) { return xsimd::select(yv > zero, gradient(g(yv), d, q), zero); });
+  write([=](B yv, B d) { return xsimd::select(yv > zero, gradient(g(yv), d, q), zero); });
+}
+template <class A, class T>
+SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noexcept {
+  if (n == 0) return;
+  entmax_backward_pass<A>(y, dy, n, alpha, dx != y && dx != dy ? dx : nullptr,
+                          [&](auto f) { map_pairs<A>(y, dy, dx, n, f); });
 }
 
 }  // namespace detail
