@@ -67,9 +67,9 @@ void register_rows() {
 // the float "<fn>/f32/<isa>/<n>" entries of the same traffic.
 // sigmoid_attention through half_family.hpp's adapter (widen, float kernel,
 // narrow, in blocks); stablemax, log_stablemax, ssmax and softpick read x as
-// 16-bit (since 2026-12-06), the sparse family too (since 2026-12-06, third
-// session: before, its rows beyond 2^18 elements allocated their float
-// copies per call); the backward passes' outputs from 16 MiB are streamed
+// 16-bit (since 2026-12-06), the sparse family and the hard gumbel_softmax
+// too (since 2026-12-06, third session: before, their rows beyond 2^18
+// elements allocated their float copies per call); the backward passes' outputs from 16 MiB are streamed
 // (since 2026-12-06, second session).
 template <class H>
 void register_family() {
@@ -77,6 +77,9 @@ void register_family() {
                    true);
   register_half<H>("entmax_bisect16/1.25", {3, 1},
                    [](const H* x, H* y, std::size_t n) { smax::dynamic::entmax_bisect(x, y, n, 1.25f); }, true);
+  register_half<H>("gumbel_softmax_hard16", {1, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::gumbel_softmax(x, y, n, 1.0f, 42, true); },
+                   true);
   register_half<H>("stablemax16", {2, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::stablemax(x, y, n); },
                    true);
   register_half<H>("log_stablemax16", {2, 1},

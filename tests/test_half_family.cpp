@@ -968,3 +968,52 @@ TEMPLATE_TEST_CASE("16-bit sparse family reads its arrays as 16-bit: the float k
     CHECK(same_bits(got, narrow_from<H>(of)));
   }
 }
+
+// gumbel_noise on 16-bit g runs the float kernel's noise a block of 2048 at a time through L1, and
+// gumbel_softmax with hard reads the logits as 16-bit: against the float kernel on every path (blocks and
+// their tails, offsets that start mid-block or wrap past 2^64, misaligned g, special rows, in place).
+TEMPLATE_TEST_CASE("16-bit gumbel_noise and hard gumbel_softmax: the float kernel's results, every path",
+                   "[half][family][gumbel]", bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::size_t> ns{1, 2, 255, 257, 2047, 2049, 6001};
+  if (smax_test::max_n() >= 300000) ns.push_back(270001);  // beyond the kept workspace
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : ns) {
+      for (std::uint64_t offset : {std::uint64_t(0), std::uint64_t(7), std::uint64_t(2048 * 5 + 100),
+                                   (std::uint64_t(1) << 40) + 3, ~std::uint64_t(0) - 1000}) {
+        INFO(isa << " " << format<H>::name() << " n=" << n << " offset=" << offset);
+        std::vector<H> g(n + 1);
+        std::vector<float> gf(n);
+        d::gumbel_noise(g.data() + 1, n, 1234, offset);  // (misaligned)
+        d::gumbel_noise(gf.data(), n, 1234, offset);
+        CHECK(same_bits(std::vector<H>(g.begin() + 1, g.end()), narrow_from<H>(gf)));
+      }
+      for (int row = 0; row < 7; ++row) {
+        std::vector<H> x = logits<H>(n, 2.0, n + row);
+        if (row == 1) x[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 2) x[n / 3] = x[n - 1] = H(inf);  // the first +inf
+        if (row == 3) std::fill(x.begin(), x.end(), H(-inf));
+        if (row == 4) std::fill(x.begin(), x.end(), H(1.0f));  // the noise alone decides
+        if (row == 5) x[n - 1] = H(-inf);
+        if (row == 6)  // magnitudes where x + g rounds to x
+          for (auto& v : x) v = H(1e30f * static_cast<float>(v));
+        INFO(isa << " " << format<H>::name() << " n=" << n << " row kind " << row);
+        const std::vector<float> xf = widen_to<float>(x);
+        for (bool hard : {true, false}) {
+          std::vector<float> yf(n);
+          d::gumbel_softmax(xf.data(), yf.data(), n, 0.7f, 99, hard);
+          const std::vector<H> want = narrow_from<H>(yf);
+          std::vector<H> y(n);
+          d::gumbel_softmax(x.data(), y.data(), n, 0.7f, 99, hard);
+          CHECK(same_bits(y, want));
+          std::vector<H> io = x;
+          d::gumbel_softmax(io.data(), io.data(), n, 0.7f, 99, hard);
+          CHECK(same_bits(io, want));
+        }
+      }
+    }
+  }
+}

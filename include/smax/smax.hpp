@@ -292,8 +292,7 @@ void gumbel_noise(T* g, std::size_t n, std::uint64_t seed, std::uint64_t offset 
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>
 void gumbel_softmax(A, const T* logits, T* y, std::size_t n, detail::nodeduce_t<T> tau, std::uint64_t seed,
                     bool hard = false) {
-  if (!(tau > T(0)) || !detail::is_finite(tau))
-    throw std::invalid_argument("smax::gumbel_softmax: tau must be finite and > 0");
+  detail::check_gumbel_tau(tau);
   detail::gumbel_softmax<A, T>(logits, y, n, tau, seed, hard);
 }
 template <class T, class = detail::enable_if_real_t<T>, class DefaultArch = xsimd::default_arch>
@@ -1216,11 +1215,12 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
   cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing, logsumexp_x);
 }
 
-// stablemax, log_stablemax, stablemax_backward, ssmax, softpick and the
+// stablemax, log_stablemax, stablemax_backward, ssmax, softpick, the
 // sparse family (sparsemax, entmax15, entmax_bisect, asentmax and their
-// backward passes) on 16-bit arrays read them as 16-bit (half_family.hpp):
-// no float copy of the row, the float kernels' results on the widened
-// arrays; the rows their fast paths leave take the widened form above.
+// backward passes) and gumbel_softmax with hard on 16-bit arrays read them
+// as 16-bit (half_family.hpp): no float copy of the row, the float
+// kernels' results on the widened arrays; the rows their fast paths leave
+// (and the soft gumbel_softmax) take the widened form above.
 #define SMAX_HALF_STABLEMAX(name, params, args)                                                                  \
   template <class A, class H>                                                                                    \
   std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(A, SMAX_HALF_PARENS params) {             \
@@ -1236,6 +1236,11 @@ SMAX_HALF_STABLEMAX(stablemax_backward, (const H* x, const H* dy, H* dx, std::si
 SMAX_HALF_STABLEMAX(ssmax, (const H* x, H* y, std::size_t n, float s, float b = 0), (x, y, n, s, b))
 SMAX_HALF_STABLEMAX(softpick, (const H* x, H* y, std::size_t n, float eps = 1e-8f), (x, y, n, eps))
 SMAX_HALF_STABLEMAX(sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))
+SMAX_HALF_STABLEMAX(gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0),
+                    (g, n, seed, offset))
+SMAX_HALF_STABLEMAX(gumbel_softmax,
+                    (const H* logits, H* y, std::size_t n, float tau, std::uint64_t seed, bool hard = false),
+                    (logits, y, n, tau, seed, hard))
 SMAX_HALF_STABLEMAX(entmax15, (const H* x, H* y, std::size_t n), (x, y, n))
 SMAX_HALF_STABLEMAX(entmax_bisect, (const H* x, H* y, std::size_t n, float alpha, int n_iter = 50),
                     (x, y, n, alpha, n_iter))

@@ -148,6 +148,11 @@
     (x, dy, dx, n))                                                                                              \
   X(void, ssmax, ssmax, (const H* x, H* y, std::size_t n, float s, float b), (x, y, n, s, b))                  \
   X(void, softpick, softpick, (const H* x, H* y, std::size_t n, float eps), (x, y, n, eps))                    \
+  X(void, gumbel_noise, gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset),          \
+    (g, n, seed, offset))                                                                                        \
+  X(void, gumbel_softmax, gumbel_softmax,                                                                        \
+    (const H* logits, H* y, std::size_t n, float tau, std::uint64_t seed, bool hard),                            \
+    (logits, y, n, tau, seed, hard))                                                                             \
   X(void, sparsemax, sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))                                  \
   X(void, entmax15, entmax15, (const H* x, H* y, std::size_t n), (x, y, n))                                    \
   X(void, entmax_bisect, entmax_bisect, (const H* x, H* y, std::size_t n, float alpha, int n_iter),            \

@@ -26,6 +26,7 @@
 
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 
 #include "log.hpp"
 #include "loops.hpp"
@@ -143,14 +144,22 @@ void gumbel_noise(T* g, std::size_t n, std::uint64_t seed, std::uint64_t offset)
   }
 }
 
+// gumbel_softmax's check (float, double and 16-bit forms).
+template <class T>
+void check_gumbel_tau(T tau) {
+  if (!(tau > T(0)) || !is_finite(tau)) throw std::invalid_argument("smax::gumbel_softmax: tau must be finite and > 0");
+}
+
 // hard = true: the one-hot of the first argmax of z = logits + g. One pass
 // keeps, per lane, the best z and the block where that lane first reached
 // it; the block of the first global argmax is the smallest such block among
 // the lanes holding the maximum, and a rescan of that one block finds the
 // position. NaN anywhere -> all NaN; every z = -inf -> all 0. (Block ids are
-// int32 lanes for float: n below 2^37.)
-template <class A, class T>
-void gumbel_hard(const T* x, T* y, std::size_t n, std::uint64_t seed) noexcept {
+// int32 lanes for float: n below 2^37.) x may be 16-bit (T float: each
+// vector widened as loaded), and y then too: the float kernel's one-hot.
+template <class A, class S, class Y>
+void gumbel_hard(const S* x, Y* y, std::size_t n, std::uint64_t seed) noexcept {
+  using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   using GB = gumbel_block<A, T>;
   using I = std::conditional_t<std::is_same<T, float>::value, std::int32_t, std::int64_t>;
@@ -169,27 +178,30 @@ void gumbel_hard(const T* x, T* y, std::size_t n, std::uint64_t seed) noexcept {
   for (std::size_t i = 0; i < n; i += BS) {
     const std::size_t b = i / BS;
     GB::run(noise, b * GB::groups, key);
-    const T* src = x + i;
-    if (n - i < BS) {
-      for (std::size_t k = 0; k < BS; ++k) xt[k] = k < n - i ? x[i + k] : ninf;
-      src = xt;
-    }
     const B bb = xsimd::bitwise_cast<B>(BI(static_cast<I>(b)));
-    for (std::size_t k = 0; k < BS; k += W) {
-      const B z = B::load_unaligned(src + k) + B::load_aligned(noise + k);
-      nan = nan | xsimd::isnan(z);
-      const auto better = z > best;
-      best = xsimd::select(better, z, best);
-      where = xsimd::select(better, bb, where);
+    const auto scan = [&](auto load) SMAX_LAMBDA_INLINE {
+      for (std::size_t k = 0; k < BS; k += W) {
+        const B z = load(k) + B::load_aligned(noise + k);
+        nan = nan | xsimd::isnan(z);
+        const auto better = z > best;
+        best = xsimd::select(better, z, best);
+        where = xsimd::select(better, bb, where);
+      }
+    };
+    if (n - i < BS) {
+      for (std::size_t k = 0; k < BS; ++k) xt[k] = k < n - i ? static_cast<T>(x[i + k]) : ninf;
+      scan([&](std::size_t k) SMAX_LAMBDA_INLINE { return B::load_aligned(xt + k); });
+    } else {
+      scan([&](std::size_t k) SMAX_LAMBDA_INLINE { return load_as<A, T>(x + i + k); });
     }
   }
-  if (xsimd::any(nan)) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
+  if (xsimd::any(nan)) return fill(y, n, Y(std::numeric_limits<T>::quiet_NaN()));
   alignas(64) T bv[W], bw[W];
   best.store_aligned(bv);
   where.store_aligned(bw);
   T top = ninf;
   for (std::size_t l = 0; l < W; ++l) top = bv[l] > top ? bv[l] : top;
-  if (top == ninf) return fill(y, n, T(0));  // every logit -inf
+  if (top == ninf) return fill(y, n, Y(T(0)));  // every logit -inf
   I bmin = std::numeric_limits<I>::max();
   for (std::size_t l = 0; l < W; ++l) {
     I w;
@@ -200,12 +212,12 @@ void gumbel_hard(const T* x, T* y, std::size_t n, std::uint64_t seed) noexcept {
   GB::run(noise, static_cast<std::uint64_t>(bmin) * GB::groups, key);
   std::size_t idx = i0;
   for (std::size_t k = 0; k < BS && i0 + k < n; ++k)
-    if (x[i0 + k] + noise[k] == top) {
+    if (static_cast<T>(x[i0 + k]) + noise[k] == top) {
       idx = i0 + k;
       break;
     }
-  fill(y, n, T(0));
-  y[idx] = T(1);
+  fill(y, n, Y(T(0)));
+  y[idx] = Y(T(1));
 }
 
 // y = softmax((logits + g) / tau): pass 1 writes z = logits + g to y and

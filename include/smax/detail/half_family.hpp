@@ -26,6 +26,7 @@
 
 #include "attention.hpp"
 #include "batched.hpp"
+#include "gumbel.hpp"
 #include "half.hpp"
 #include "losses.hpp"
 #include "seeds.hpp"
@@ -462,6 +463,38 @@ void asentmax_backward_half(const H*, const H* y, const H* dy, H* dx, std::size_
   });
 }
 
+// gumbel_noise on 16-bit g: the float kernel's noise a block at a time in
+// L1 (element i's noise depends on offset + i alone), each value rounded
+// once: the float kernel's noise, rounded, with no float copy of the row.
+// (Conv: the shape of the other name##_half forms; unused.)
+template <class A, class Conv, class H>
+void gumbel_noise_half(H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset) noexcept {
+  // Pieces end where offset + i is a multiple of the block (a multiple of
+  // gumbel_block's size, and a divisor of 2^64): each noise block is then
+  // computed once, as in the whole call (pieces from i would cut one more
+  // block each where the offset is not a multiple: 5-10% slower).
+  constexpr std::size_t block = 2048;
+  alignas(64) float f[block];
+  for (std::size_t i = 0; i < n;) {
+    const std::size_t len = std::min(block - static_cast<std::size_t>((offset + i) % block), n - i);
+    gumbel_noise<A, float>(f, len, seed, offset + i);
+    narrow_block<A>(static_cast<const float*>(f), g + i, len);
+    i += len;
+  }
+}
+// gumbel_softmax on 16-bit logits: hard reads them as 16-bit (the float
+// kernel's one-hot); the soft form keeps z = logits + g in float between
+// its passes, which a 16-bit y cannot hold, and takes the widened form.
+template <class A, class Conv, class H>
+void gumbel_softmax_half(const H* x, H* y, std::size_t n, float tau, std::uint64_t seed, bool hard) {
+  check_gumbel_tau(tau);
+  if (n == 0) return;
+  if (hard) return gumbel_hard<A>(x, y, n, seed);
+  call_widened_whole<Conv, H>(
+      n, [=](const float* xf, float* yf, std::size_t k) { gumbel_softmax<A, float>(xf, yf, k, tau, seed, false); }, x,
+      y, n);
+}
+
 // The batched 16-bit forms: f(r) for every row on the executor. The
 // arguments are checked before; the one exception a row can still raise
 // (std::bad_alloc for a long row's workspace) is caught in its task and
@@ -588,11 +621,6 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
 // scalar parameters. The float kernel is the one called with the same
 // argument list on float arrays.
 #define SMAX_HALF_FAMILY(H, X)                                                                                   \
-  X(H, void, gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0),                  \
-    (g, n, seed, offset))                                                                                        \
-  X(H, void, gumbel_softmax,                                                                                     \
-    (const H* logits, H* y, std::size_t n, float tau, std::uint64_t seed, bool hard = false),                    \
-    (logits, y, n, tau, seed, hard))                                                                             \
   X(H, void, softpick_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f),  \
     (x, y, dy, dx, n, eps))                                                                                      \
   X(H, void, sigmoid_attention, (const H* x, H* y, std::size_t n, float b), (x, y, n, b))                        \
