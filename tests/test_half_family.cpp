@@ -1017,3 +1017,68 @@ TEMPLATE_TEST_CASE("16-bit gumbel_noise and hard gumbel_softmax: the float kerne
     }
   }
 }
+
+// softpick_backward on 16-bit arrays reads them as 16-bit where the dot product is the float kernel's own
+// (x86), the first argmax's correction applied before the rounding; elsewhere (NEON) and on the rows pass 1
+// refuses, the widened form. Either way the float kernel's results on the widened arrays.
+TEMPLATE_TEST_CASE("16-bit softpick_backward: the float kernel's results, every path", "[half][family][softpick]",
+                   bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = static_cast<float>(format<H>::max_finite);
+  std::vector<std::size_t> ns{1, 2, 3, 100, 4097, 12289};
+  if (smax_test::max_n() >= 300000) ns.push_back(270001);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : ns) {
+      for (int row = 0; row < 11; ++row) {
+        if (n > 300000 && row > 2) continue;
+        std::vector<H> x = logits<H>(n, 3.0, n + row), dy = logits<H>(n, 1.0, n + row + 50);
+        if (row == 1) x[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 2) x[n / 3] = H(inf);
+        if (row == 3) std::fill(x.begin(), x.end(), H(-inf));
+        if (row == 4) x[0] = H(-inf);
+        if (row == 5)  // every x <= 0: no argmax term
+          for (auto& v : x) v = H(-std::fabs(static_cast<float>(v)));
+        if (row == 6)  // tiny x: degenerate denominators (the wide form)
+          for (auto& v : x) v = H(1e-7f * static_cast<float>(v));
+        if (row == 7) x[n - 1] = H(big);  // a max beyond the two-pass range
+        if (row == 8) dy[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 9)  // dy near the largest finite: dy - dot overflows
+          for (auto& v : dy) v = H(big * (static_cast<float>(v) > 0 ? 0.9f : -0.9f));
+        if (row == 10) x[n / 2] = x[n - 1] = H(30.0f);  // tied maxima: the first takes the term
+        INFO(isa << " " << format<H>::name() << " n=" << n << " row kind " << row);
+        for (float eps : {1e-8f, 0.0f, 0.5f}) {
+          std::vector<H> y(n);
+          d::softpick(x.data(), y.data(), n, eps);
+          const std::vector<float> xf = widen_to<float>(x), yf = widen_to<float>(y), dyf = widen_to<float>(dy);
+          std::vector<float> of(n);
+          d::softpick_backward(xf.data(), yf.data(), dyf.data(), of.data(), n, eps);
+          const std::vector<H> want = narrow_from<H>(of);
+          std::vector<H> got(n);
+          d::softpick_backward(x.data(), y.data(), dy.data(), got.data(), n, eps);
+          CHECK(same_bits(got, want));
+          std::vector<H> io = x;
+          d::softpick_backward(io.data(), y.data(), dy.data(), io.data(), n, eps);
+          CHECK(same_bits(io, want));
+          io = dy;
+          d::softpick_backward(x.data(), y.data(), io.data(), io.data(), n, eps);
+          CHECK(same_bits(io, want));
+        }
+      }
+    }
+  }
+  // Streamed dx (from 16 MiB of 16-bit output), on the dispatcher's level
+  const std::size_t n = (std::size_t(8) << 20) + 37;
+  if (smax_test::max_n() >= n) {
+    const std::vector<H> x = logits<H>(n, 3.0, 21), dy = logits<H>(n, 1.0, 22);
+    std::vector<H> y(n), got(n);
+    d::softpick(x.data(), y.data(), n);
+    const std::vector<float> xf = widen_to<float>(x), yf = widen_to<float>(y), dyf = widen_to<float>(dy);
+    std::vector<float> of(n);
+    d::softpick_backward(xf.data(), yf.data(), dyf.data(), of.data(), n);
+    d::softpick_backward(x.data(), y.data(), dy.data(), got.data(), n);
+    CHECK(same_bits(got, narrow_from<H>(of)));
+  }
+}

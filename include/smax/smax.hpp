@@ -1217,8 +1217,9 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
 
 // stablemax, log_stablemax, stablemax_backward, ssmax, softpick, the
 // sparse family (sparsemax, entmax15, entmax_bisect, asentmax and their
-// backward passes) and gumbel_softmax with hard on 16-bit arrays read them
-// as 16-bit (half_family.hpp): no float copy of the row, the float
+// backward passes), softpick_backward (x86), gumbel_noise and
+// gumbel_softmax with hard on 16-bit arrays read (or write) them as 16-bit
+// (half_family.hpp): no float copy of the row, the float
 // kernels' results on the widened arrays; the rows their fast paths leave
 // (and the soft gumbel_softmax) take the widened form above.
 #define SMAX_HALF_STABLEMAX(name, params, args)                                                                  \
@@ -1236,6 +1237,9 @@ SMAX_HALF_STABLEMAX(stablemax_backward, (const H* x, const H* dy, H* dx, std::si
 SMAX_HALF_STABLEMAX(ssmax, (const H* x, H* y, std::size_t n, float s, float b = 0), (x, y, n, s, b))
 SMAX_HALF_STABLEMAX(softpick, (const H* x, H* y, std::size_t n, float eps = 1e-8f), (x, y, n, eps))
 SMAX_HALF_STABLEMAX(sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))
+SMAX_HALF_STABLEMAX(softpick_backward,
+                    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f),
+                    (x, y, dy, dx, n, eps))
 SMAX_HALF_STABLEMAX(gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0),
                     (g, n, seed, offset))
 SMAX_HALF_STABLEMAX(gumbel_softmax,

@@ -148,6 +148,8 @@
     (x, dy, dx, n))                                                                                              \
   X(void, ssmax, ssmax, (const H* x, H* y, std::size_t n, float s, float b), (x, y, n, s, b))                  \
   X(void, softpick, softpick, (const H* x, H* y, std::size_t n, float eps), (x, y, n, eps))                    \
+  X(void, softpick_backward, softpick_backward,                                                                  \
+    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps), (x, y, dy, dx, n, eps))              \
   X(void, gumbel_noise, gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset),          \
     (g, n, seed, offset))                                                                                        \
   X(void, gumbel_softmax, gumbel_softmax,                                                                        \

@@ -495,6 +495,47 @@ void gumbel_softmax_half(const H* x, H* y, std::size_t n, float tau, std::uint64
       y, n);
 }
 
+// softpick_backward on 16-bit arrays, where the dot product is the float
+// kernel's own (x86: dot_normal_half): pass 1 and the output pass read x
+// and dy as 16-bit, each dx is rounded once, and the first argmax's
+// correction is applied to its float value before that rounding: the
+// float kernel's results bit for bit. NEON, the rows pass 1 refuses (NaN,
+// +inf, a max beyond the two-pass range), degenerate denominators and
+// short rows (half_widened_max: x and dy are each widened twice here, once
+// there; at 4K fp16 on AVX2 the widened form was 3-4% faster, bf16 on
+// AVX-512 the same) take the widened form.
+template <class A, class Conv, class H>
+void softpick_backward_half(const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps) {
+  check_softpick_eps(eps);
+  if (n == 0) return;
+  if constexpr (dot_in_double_v<A, float>) {
+    using B = xsimd::batch<float, A>;
+    double sum;
+    float emax, m;
+    if (n > half_widened_max && softpick_pass1<A>(x, n, sum, emax, m)) {
+      const double dot = dot_normal_half<A>(y, dy, n);
+      if (softpick_backward_two_pass_with<A>(x, n, eps, dot, sum, emax, m, [&](auto f, std::size_t k, double term) {
+            // (dx may alias x or dy: the argmax's float dx first)
+            float dk = 0;
+            if (k < n) {
+              alignas(64) float lanes[B::size];
+              f(B(to_float(x[k])), B(to_float(dy[k]))).store_aligned(lanes);
+              dk = lanes[0];
+            }
+            map2_half<A>(x, dy, dx, n, f);
+            if (k < n) dx[k] = H(static_cast<float>(static_cast<double>(dk) - term));
+          }))
+        return;
+    }
+  }
+  call_widened_whole<Conv, H>(
+      n,
+      [=](const float* xf, const float* yf, const float* dyf, float* dxf, std::size_t k) {
+        softpick_backward<A, float>(xf, yf, dyf, dxf, k, eps);
+      },
+      x, y, dy, dx, n);
+}
+
 // The batched 16-bit forms: f(r) for every row on the executor. The
 // arguments are checked before; the one exception a row can still raise
 // (std::bad_alloc for a long row's workspace) is caught in its task and
@@ -621,8 +662,6 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
 // scalar parameters. The float kernel is the one called with the same
 // argument list on float arrays.
 #define SMAX_HALF_FAMILY(H, X)                                                                                   \
-  X(H, void, softpick_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f),  \
-    (x, y, dy, dx, n, eps))                                                                                      \
   X(H, void, sigmoid_attention, (const H* x, H* y, std::size_t n, float b), (x, y, n, b))                        \
   X(H, void, sa_softmax, (const H* x, H* y, std::size_t n, bool normalized = false), (x, y, n, normalized))      \
   X(H, void, multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))               \

@@ -253,25 +253,6 @@ SMAX_INLINE bool stream_output(const T* y, std::size_t n, std::size_t& head, boo
   return head < n;
 }
 
-// The first i with x[i] == v (n if none; never for a NaN v): four vectors
-// compared per step, the lane found by the scalar loop after the step that
-// hit. (Element by element, the scan took half of sa_softmax_backward's
-// normalized time at 64K: docs/tuning.md, "First index".)
-template <class A, class T>
-std::size_t first_index_of(const T* x, std::size_t n, T v) noexcept {
-  using B = xsimd::batch<T, A>;
-  constexpr std::size_t W = B::size;
-  const B vb(v);
-  std::size_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    const auto hit = (B::load_unaligned(x + i) == vb) | (B::load_unaligned(x + i + W) == vb) |
-                     (B::load_unaligned(x + i + 2 * W) == vb) | (B::load_unaligned(x + i + 3 * W) == vb);
-    if (xsimd::any(hit)) break;
-  }
-  while (i < n && !(x[i] == v)) ++i;
-  return i;
-}
-
 // 0, 1, ..., W - 1 in the lanes (any element type: float, double, uint32).
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> lane_index() noexcept {
@@ -320,6 +301,26 @@ SMAX_INLINE xsimd::batch<T, A> load_as_partial(const S* p, std::size_t rem, T fi
     return xsimd::select(lane_index<A, T>() < B(static_cast<T>(rem)), load_as<A, T>(buf), B(fill));
   }
 }
+// The first i with x[i] == v (n if none; never for a NaN v): four vectors
+// compared per step, the lane found by the scalar loop after the step that
+// hit. (Element by element, the scan took half of sa_softmax_backward's
+// normalized time at 64K: docs/tuning.md, "First index".)
+// (x may be 16-bit, v float: compared widened.)
+template <class A, class S, class T>
+std::size_t first_index_of(const S* x, std::size_t n, T v) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  const B vb(v);
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const auto hit = (load_as<A, T>(x + i) == vb) | (load_as<A, T>(x + i + W) == vb) |
+                     (load_as<A, T>(x + i + 2 * W) == vb) | (load_as<A, T>(x + i + 3 * W) == vb);
+    if (xsimd::any(hit)) break;
+  }
+  while (i < n && !(static_cast<T>(x[i]) == v)) ++i;
+  return i;
+}
+
 // prefetch_ahead for the lines of U batches' worth of S at p.
 template <class A, std::size_t U, class T, class S>
 SMAX_INLINE void prefetch_as(const S* p) noexcept {

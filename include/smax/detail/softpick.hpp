@@ -378,14 +378,18 @@ void softpick_backward_wide(const T* x, const T* dy, T* dx, std::size_t n, T eps
 }
 
 // The two-pass regime (pass 1 gave sum 2^Emax and m): e^(x - M) / D =
-// e^x 2^-Emax / den = p 2^(K - Emax) / den.
-template <class A, class T>
-SMAX_FLATTEN void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std::size_t n, T eps, double dot, double sum, T emax,
-                                T m) noexcept {
+// e^x 2^-Emax / den = p 2^(K - Emax) / den. The output pass is left to
+// write(f, k, term): dx = f(x, dy), then dx_k = dx_k - term in double (k < n,
+// the first argmax). Returns false, having written nothing, for the
+// degenerate denominators (softpick_backward_wide's). x may be 16-bit (T
+// float, each vector widened as loaded).
+template <class A, class S, class T, class Write>
+SMAX_FLATTEN bool softpick_backward_two_pass_with(const S* x, std::size_t n, T eps, double dot, double sum, T emax,
+                                                  T m, Write&& write) noexcept {
   using B = xsimd::batch<T, A>;
   const double den = softpick_denominator(sum, emax, m, static_cast<double>(eps));
   const double inv = 1.0 / den;
-  if (den == 0 || !(inv <= softpick_inv_max)) return softpick_backward_wide<A>(x, dy, dx, n, eps, m, dot);
+  if (den == 0 || !(inv <= softpick_inv_max)) return false;
   const std::size_t k = m > T(0) ? first_index_of<A>(x, n, m) : n;
   const scale_normal<A, T> invb(static_cast<T>(inv));
   const B eb(emax), zero(T(0));
@@ -398,19 +402,29 @@ SMAX_FLATTEN void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std
   // other lanes are unchanged.
   const B deep(T(std::numeric_limits<T>::min_exponent + 24));
   const softpick_gradient<A, T> gradient(dot);
-  map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
-    B p, K;
-    extexp<A, T>(xsimd::max(floor, v), p, K);
-    const auto low = (K - eb) < deep;
-    const B sh = xsimd::select(low, deep - (K - eb), zero);
-    const B e = xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, invb(ldexp_normal<A, T>(p, K - eb + sh)));
-    const B r = gradient(v, g, e);
-    return xsimd::any(low) ? xsimd::select(low, ldexp_flush<A, T>(r, -sh), r) : r;
-  });
-  if (k < n) {
-    const double term = static_cast<double>(eps) * softpick_eM_scaled(emax, m) * inv * dot;
-    dx[k] = static_cast<T>(static_cast<double>(dx[k]) - term);
-  }
+  const double term = k < n ? static_cast<double>(eps) * softpick_eM_scaled(emax, m) * inv * dot : 0.0;
+  write(
+      [=](B v, B g) {
+        B p, K;
+        extexp<A, T>(xsimd::max(floor, v), p, K);
+        const auto low = (K - eb) < deep;
+        const B sh = xsimd::select(low, deep - (K - eb), zero);
+        const B e =
+            xsimd::select(v == B(-std::numeric_limits<T>::infinity()), zero, invb(ldexp_normal<A, T>(p, K - eb + sh)));
+        const B r = gradient(v, g, e);
+        return xsimd::any(low) ? xsimd::select(low, ldexp_flush<A, T>(r, -sh), r) : r;
+      },
+      k, term);
+  return true;
+}
+template <class A, class T>
+SMAX_FLATTEN void softpick_backward_two_pass(const T* x, const T* dy, T* dx, std::size_t n, T eps, double dot,
+                                             double sum, T emax, T m) noexcept {
+  if (!softpick_backward_two_pass_with<A>(x, n, eps, dot, sum, emax, m, [&](auto f, std::size_t k, double term) {
+        map_pairs<A>(x, dy, dx, n, f);
+        if (k < n) dx[k] = static_cast<T>(static_cast<double>(dx[k]) - term);
+      }))
+    softpick_backward_wide<A>(x, dy, dx, n, eps, m, dot);
 }
 
 // Pass 1 refused: NaN, +inf, or a max beyond the single-pass range.
