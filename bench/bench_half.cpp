@@ -69,7 +69,8 @@ void register_rows() {
 // narrow, in blocks); stablemax, log_stablemax, ssmax and softpick read x as
 // 16-bit (since 2026-12-06), the sparse family and the hard gumbel_softmax
 // too (since 2026-12-06, third session: before, their rows beyond 2^18
-// elements allocated their float copies per call); the backward passes' outputs from 16 MiB are streamed
+// elements allocated their float copies per call), sa_softmax and multimax
+// out of cache (since 2026-12-06, fourth session); the backward passes' outputs from 16 MiB are streamed
 // (since 2026-12-06, second session).
 template <class H>
 void register_family() {
@@ -88,6 +89,16 @@ void register_family() {
                    true);
   register_half<H>("softpick16", {2, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::softpick(x, y, n); },
                    false);
+  // (as the f32 seeds/ entries: bench_seeds.cpp)
+  register_half<H>("seeds/sa_softmax16", {2, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::sa_softmax(x, y, n); }, false);
+  register_half<H>("seeds/sa_softmax_normalized16", {2, 1},
+                   [](const H* x, H* y, std::size_t n) { smax::dynamic::sa_softmax(x, y, n, true); }, false);
+  register_half<H>("seeds/multimax16", {2, 1},
+                   [](const H* x, H* y, std::size_t n) {
+                     smax::dynamic::multimax(x, y, n, smax_bench::multimax_params_with_every_term());
+                   },
+                   true);
   register_half<H>("sigmoid_attention16", {1, 1},
                    [](const H* x, H* y, std::size_t n) {
                      smax::dynamic::sigmoid_attention(x, y, n, -std::log(static_cast<float>(n)));

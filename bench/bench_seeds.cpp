@@ -22,15 +22,6 @@ namespace {
 
 std::vector<std::size_t> seed_sizes() { return {4096, 65536, std::size_t(1) << 26}; }
 
-// MultiMax's modulator with every term active (values of the scale the
-// official code's trained parameters take: O(0.1) slopes, knees near 0).
-smax::multimax_params bench_params() {
-  smax::multimax_params p;
-  const double r[4] = {-0.5, 0.8, -1.5, 2.0}, t[4] = {0.3, -0.2, 0.05, 0.02};
-  for (int i = 0; i < 4; ++i) p.ranges[i] = r[i], p.ts[i] = t[i];
-  return p;
-}
-
 template <class T>
 void register_type(const std::vector<std::size_t>& ns) {
   const auto sums_to_one = [](const T* x, const T* y, std::size_t n) { return smax_bench::sum_check(x, y, n, 1e-5); };
@@ -57,7 +48,7 @@ void register_type(const std::vector<std::size_t>& ns) {
     smax_bench::kernel<T> k;
     k.name = "seeds/multimax";
     k.traffic = {2, 1};  // two-pass sum of e^sigma(x); the write
-    k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::multimax(x, y, n, bench_params()); };
+    k.run = [](const T* x, T* y, std::size_t n) { smax::dynamic::multimax(x, y, n, smax_bench::multimax_params_with_every_term()); };
     k.check = sums_to_one;
     smax_bench::register_per_isa(k, ns);
   }
@@ -107,7 +98,7 @@ void register_type(const std::vector<std::size_t>& ns) {
           case sigmoid: smax::dynamic::sigmoid_attention(dy, y.data(), n, bias); break;
           case sa: smax::dynamic::sa_softmax(dy, y.data(), n, false); break;
           case sa_norm: smax::dynamic::sa_softmax(dy, y.data(), n, true); break;
-          case multi: smax::dynamic::multimax(dy, y.data(), n, bench_params()); break;
+          case multi: smax::dynamic::multimax(dy, y.data(), n, smax_bench::multimax_params_with_every_term()); break;
           case asent: smax::dynamic::asentmax(dy, y.data(), n, T(1.5), T(0.0555), T(0)); break;
         }
       }
@@ -115,7 +106,7 @@ void register_type(const std::vector<std::size_t>& ns) {
         case sigmoid: return smax::dynamic::sigmoid_attention_backward(dy, y.data(), dy, dx, n, bias);
         case sa: return smax::dynamic::sa_softmax_backward(dy, y.data(), dy, dx, n, false);
         case sa_norm: return smax::dynamic::sa_softmax_backward(dy, y.data(), dy, dx, n, true);
-        case multi: return smax::dynamic::multimax_backward(dy, y.data(), dy, dx, n, bench_params());
+        case multi: return smax::dynamic::multimax_backward(dy, y.data(), dy, dx, n, smax_bench::multimax_params_with_every_term());
         case asent: return smax::dynamic::asentmax_backward(dy, y.data(), dy, dx, n, T(1.5), T(0.0555), T(0));
       }
     };

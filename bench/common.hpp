@@ -704,6 +704,15 @@ void register_half_threaded(const kernel<float>& k, const std::string& isa, shap
   }
 }
 
+// MultiMax's modulator with every term active (values of the scale the
+// official code's trained parameters take: O(0.1) slopes, knees near 0).
+inline smax::multimax_params multimax_params_with_every_term() {
+  smax::multimax_params p;
+  const double r[4] = {-0.5, 0.8, -1.5, 2.0}, t[4] = {0.3, -0.2, 0.05, 0.02};
+  for (int i = 0; i < 4; ++i) p.ranges[i] = r[i], p.ts[i] = t[i];
+  return p;
+}
+
 }  // namespace smax_bench
 
 // Registers benchmarks at program start: SMAX_BENCH_REGISTER(tag) { ... }.

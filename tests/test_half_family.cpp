@@ -45,6 +45,20 @@ bool same_bits(const std::vector<H>& a, const std::vector<H>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(H)) == 0);
 }
 
+// The same bits, except that any NaN matches any NaN: a NaN's sign and
+// payload follow which operand of a commutative operation the compiler
+// made the first (x86 passes the first operand's NaN on), which differs
+// between the float kernel's tail and the 16-bit form's.
+template <class H>
+bool same_bits_or_nan(const std::vector<H>& a, const std::vector<H>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const float p = static_cast<float>(a[i]), q = static_cast<float>(b[i]);
+    if (!(p != p && q != q) && bits_of(a[i]) != bits_of(b[i])) return false;
+  }
+  return true;
+}
+
 enum class kind { forward, backward };
 
 // One function of the family: f(x, y, dy, out, n) on pointers to H, float or
@@ -1079,6 +1093,90 @@ TEMPLATE_TEST_CASE("16-bit softpick_backward: the float kernel's results, every 
     std::vector<float> of(n);
     d::softpick_backward(xf.data(), yf.data(), dyf.data(), of.data(), n);
     d::softpick_backward(x.data(), y.data(), dy.data(), got.data(), n);
+    CHECK(same_bits(got, narrow_from<H>(of)));
+  }
+}
+
+TEMPLATE_TEST_CASE("16-bit multimax (and its backward) and sa_softmax: the float kernels' results, every path", "[half][family][seeds]",
+                   bf16, fp16) {
+  using H = TestType;
+  namespace d = smax::dynamic;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float big = static_cast<float>(format<H>::max_finite);
+  smax::multimax_params shaped;  // hinges on both sides, both orders
+  const double ranges[4] = {-1.5, 2.0, -3.0, 1.0}, ts[4] = {0.5, 0.25, 0.125, 0.0625};
+  std::copy(ranges, ranges + 4, shaped.ranges);
+  std::copy(ts, ts + 4, shaped.ts);
+  // In cache the float kernels' three-pass reload (the widened form); from
+  // 12 MiB of float on, every x86 level here takes their two passes, which
+  // read x as 16-bit.
+  std::vector<std::size_t> ns{100, 4097, 12289};
+  const std::size_t two_pass_n = (std::size_t(3) << 20) + 5;
+  if (smax_test::max_n() >= two_pass_n) ns.push_back(two_pass_n);
+  for (const auto& isa : isas()) {
+    use_isa scope(isa);
+    for (std::size_t n : ns) {
+      for (int row = 0; row < 7; ++row) {
+        std::vector<H> x = logits<H>(n, 3.0, n + row);
+        if (row == 1) x[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+        if (row == 2) x[n / 3] = H(inf);
+        if (row == 3) x[0] = H(-inf);
+        if (row == 4) std::fill(x.begin(), x.end(), H(-inf));
+        if (row == 5) x[n - 1] = H(big);  // beyond the two-pass range (and sigma overflows)
+        if (row == 6)  // a narrow range: the normalized form's scaled range
+          for (auto& v : x) v = H(1e-3f * static_cast<float>(v));
+        INFO(isa << " " << format<H>::name() << " n=" << n << " row kind " << row);
+        const std::vector<float> xf = widen_to<float>(x);
+        std::vector<float> of(n);
+        const auto check = [&](auto&& f) {
+          f(xf.data(), of.data());
+          const std::vector<H> want = narrow_from<H>(of);
+          std::vector<H> got(n + 2, H::from_bits(0x7bcd));
+          f(x.data(), got.data() + 1);
+          CHECK(bits_of(got[0]) == 0x7bcd);
+          CHECK(bits_of(got[n + 1]) == 0x7bcd);
+          CHECK(same_bits(std::vector<H>(got.begin() + 1, got.end() - 1), want));
+          std::vector<H> io = x;
+          f(io.data(), io.data());
+          CHECK(same_bits(io, want));
+        };
+        for (bool normalized : {false, true})
+          check([&](auto xp, auto yp) { d::sa_softmax(xp, yp, n, normalized); });
+        for (const smax::multimax_params& p : {smax::multimax_params{}, shaped}) {
+          check([&](auto xp, auto yp) { d::multimax(xp, yp, n, p); });
+          // the backward (x86 from half_widened_max on: the float kernel's
+          // dot product, then the rounded map), dx in place over x, y or dy
+          std::vector<H> y(n), dy = logits<H>(n, 1.0, n + row + 50);
+          d::multimax(x.data(), y.data(), n, p);
+          if (row == 6) dy[n / 2] = H(std::numeric_limits<float>::quiet_NaN());
+          const std::vector<float> yf = widen_to<float>(y), dyf = widen_to<float>(dy);
+          d::multimax_backward(xf.data(), yf.data(), dyf.data(), of.data(), n, p);
+          const std::vector<H> want = narrow_from<H>(of);
+          std::vector<H> got(n);
+          d::multimax_backward(x.data(), y.data(), dy.data(), got.data(), n, p);
+          CHECK(same_bits_or_nan(got, want));
+          for (int alias = 0; alias < 3; ++alias) {
+            std::vector<H> xs = x, ys = y, dys = dy;
+            H* out = alias == 0 ? xs.data() : alias == 1 ? ys.data() : dys.data();
+            d::multimax_backward(xs.data(), ys.data(), dys.data(), out, n, p);
+            CHECK(same_bits_or_nan(alias == 0 ? xs : alias == 1 ? ys : dys, want));
+          }
+        }
+      }
+    }
+  }
+  // Streamed outputs (from 16 MiB of 16-bit output), on the dispatcher's level
+  const std::size_t n = (std::size_t(8) << 20) + 37;
+  if (smax_test::max_n() >= n) {
+    const std::vector<H> x = logits<H>(n, 3.0, 23);
+    const std::vector<float> xf = widen_to<float>(x);
+    std::vector<float> of(n);
+    std::vector<H> got(n);
+    d::sa_softmax(xf.data(), of.data(), n, true);
+    d::sa_softmax(x.data(), got.data(), n, true);
+    CHECK(same_bits(got, narrow_from<H>(of)));
+    d::multimax(xf.data(), of.data(), n, shaped);
+    d::multimax(x.data(), got.data(), n, shaped);
     CHECK(same_bits(got, narrow_from<H>(of)));
   }
 }

@@ -70,6 +70,9 @@ void log_softmax(const double* x, double* y, std::size_t n);
   void ssmax(const H* x, H* y, std::size_t n, float s, float b = 0);                                          \
   void softpick(const H* x, H* y, std::size_t n, float eps = 1e-8f);                                         \
   void softpick_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f);       \
+  void sa_softmax(const H* x, H* y, std::size_t n, bool normalized = false);                                 \
+  void multimax(const H* x, H* y, std::size_t n, const multimax_params& p);                                  \
+  void multimax_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p); \
   void gumbel_noise(H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0);                         \
   void gumbel_softmax(const H* logits, H* y, std::size_t n, float tau, std::uint64_t seed, bool hard = false);  \
   void sparsemax(const H* x, H* y, std::size_t n);                                                           \

@@ -1217,11 +1217,13 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
 
 // stablemax, log_stablemax, stablemax_backward, ssmax, softpick, the
 // sparse family (sparsemax, entmax15, entmax_bisect, asentmax and their
-// backward passes), softpick_backward (x86), gumbel_noise and
-// gumbel_softmax with hard on 16-bit arrays read (or write) them as 16-bit
-// (half_family.hpp): no float copy of the row, the float
-// kernels' results on the widened arrays; the rows their fast paths leave
-// (and the soft gumbel_softmax) take the widened form above.
+// backward passes), softpick_backward (x86), gumbel_noise,
+// gumbel_softmax with hard, multimax, multimax_backward (x86) and
+// sa_softmax (rows its float kernel takes in two passes) on 16-bit arrays
+// read (or write) them as 16-bit (half_family.hpp): no float copy of the
+// row, the float kernels' results on the widened arrays; the rows their
+// fast paths leave (and the soft gumbel_softmax) take the widened form
+// above.
 #define SMAX_HALF_STABLEMAX(name, params, args)                                                                  \
   template <class A, class H>                                                                                    \
   std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(A, SMAX_HALF_PARENS params) {             \
@@ -1240,6 +1242,11 @@ SMAX_HALF_STABLEMAX(sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))
 SMAX_HALF_STABLEMAX(softpick_backward,
                     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f),
                     (x, y, dy, dx, n, eps))
+SMAX_HALF_STABLEMAX(sa_softmax, (const H* x, H* y, std::size_t n, bool normalized = false), (x, y, n, normalized))
+SMAX_HALF_STABLEMAX(multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))
+SMAX_HALF_STABLEMAX(multimax_backward,
+                    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p),
+                    (x, y, dy, dx, n, p))
 SMAX_HALF_STABLEMAX(gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0),
                     (g, n, seed, offset))
 SMAX_HALF_STABLEMAX(gumbel_softmax,

@@ -150,6 +150,10 @@
   X(void, softpick, softpick, (const H* x, H* y, std::size_t n, float eps), (x, y, n, eps))                    \
   X(void, softpick_backward, softpick_backward,                                                                  \
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps), (x, y, dy, dx, n, eps))              \
+  X(void, sa_softmax, sa_softmax, (const H* x, H* y, std::size_t n, bool normalized), (x, y, n, normalized))      \
+  X(void, multimax, multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))        \
+  X(void, multimax_backward, multimax_backward,                                                                  \
+    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p), (x, y, dy, dx, n, p))  \
   X(void, gumbel_noise, gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset),          \
     (g, n, seed, offset))                                                                                        \
   X(void, gumbel_softmax, gumbel_softmax,                                                                        \

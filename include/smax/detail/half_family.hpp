@@ -1,9 +1,9 @@
 // The rest of the family on bf16 / fp16 arrays (softmax, log_softmax and
 // their backward passes have their own streaming kernels: softmax_half.hpp;
 // logsumexp, cross_entropy, the stablemax members, ssmax, softpick,
-// topk_softmax, sample and the sparse family read 16-bit arrays through the
-// float kernels' own passes, below; their refused rows take the widened
-// form).
+// topk_softmax, sample, the sparse family, gumbel, multimax and (out of
+// cache) sa_softmax read 16-bit arrays through the float kernels' own
+// passes, below; their refused rows take the widened form).
 // Every other 16-bit call widens its 16-bit arrays into float, runs the float
 // kernel (one body for every type), and rounds each output once: results
 // within one 16-bit ulp of the float kernel's, special values and errors as
@@ -536,6 +536,89 @@ void softpick_backward_half(const H* x, const H* y, const H* dy, H* dx, std::siz
       x, y, dy, dx, n);
 }
 
+// multimax and sa_softmax on 16-bit x: the rows their float kernels take in
+// two passes (automatic_takes_two_pass: out of cache) run those passes on x
+// read as 16-bit (two_pass_sum with the modulator, or the min / max
+// tracker, as its pre), and the write pass rounds each output (0 or
+// normal) once: the float kernels' results on the widened x, bit for bit,
+// with no float copy of the row. Shorter rows (three-pass reload there, on
+// terms kept in float), the rows pass 1 refuses (NaN, +-inf, sums beyond
+// its range) take the widened form.
+template <class A, class Conv, class H>
+void multimax_half(const H* x, H* y, std::size_t n, const multimax_params& p) {
+  using B = xsimd::batch<float, A>;
+  check_multimax("smax::multimax", p);
+  if (n == 0) return;
+  if (automatic_takes_two_pass<A, float>(n)) {
+    const multimax_modulator<A, float> sig(p);
+    double s;
+    float Emax;
+    if (two_pass_sum<A>(x, n, s, Emax, sig)) {
+      const exp_ref<A, float> ex(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s));
+      return map_half<A, narrow_input::finite_normal>(x, y, n, [=](B v) { return ex(sig(v)); });
+    }
+  }
+  call_widened_whole<Conv, H>(
+      n, [&](const float* xf, float* yf, std::size_t k) { multimax<A, float>(xf, yf, k, p); }, x, y, n);
+}
+template <class A, class Conv, class H>
+void sa_softmax_half(const H* x, H* y, std::size_t n, bool normalized) {
+  if (n == 0) return;
+  if (automatic_takes_two_pass<A, float>(n)) {
+    double s;
+    float Emax, lo, hi;
+    if (sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi))
+      return sa_softmax_two_pass_write<A>(normalized, s, Emax, lo, hi, [&](auto f) {
+        map_half<A, narrow_input::finite_normal>(x, y, n, f);
+      });
+  }
+  call_widened_whole<Conv, H>(
+      n, [=](const float* xf, float* yf, std::size_t k) { sa_softmax<A, float>(xf, yf, k, normalized); }, x, y, n);
+}
+
+// out[i] = f(a[i], b[i], c[i]) on 16-bit arrays widened as loaded, each
+// output rounded once; vectors of W from the start and a zero-padded tail,
+// as map3 groups the float lanes (f may decide per vector). out may be any
+// of the inputs.
+template <class A, class H, class F>
+SMAX_FLATTEN void map3_half(const H* a, const H* b, const H* c, H* out, std::size_t n, F&& f) noexcept {
+  using B = xsimd::batch<float, A>;
+  constexpr std::size_t W = B::size;
+  std::size_t i = 0;
+  for (; i + W <= n; i += W) narrow<A>(out + i, f(widen<A>(a + i), widen<A>(b + i), widen<A>(c + i)));
+  if (i == n) return;
+  alignas(64) float fa[W] = {}, fb[W] = {}, fc[W] = {}, fo[W];
+  for (std::size_t k = 0; k < n - i; ++k) fa[k] = to_float(a[i + k]), fb[k] = to_float(b[i + k]), fc[k] = to_float(c[i + k]);
+  f(B::load_aligned(fa), B::load_aligned(fb), B::load_aligned(fc)).store_aligned(fo);
+  for (std::size_t k = 0; k < n - i; ++k) out[i + k] = H(fo[k]);
+}
+
+// multimax_backward on 16-bit arrays (x86): the float kernel's dot product
+// of the widened y and dy (dot_normal_half), then dx = sigma'(x) (y dy -
+// y D) on vectors widened as loaded, each dx rounded once: the float
+// kernel's results bit for bit, no float copy of the rows. NEON and short
+// rows (half_widened_max) take the widened form.
+template <class A, class Conv, class H>
+void multimax_backward_half(const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p) {
+  check_multimax("smax::multimax_backward", p);
+  if (n == 0) return;
+  if constexpr (dot_in_double_v<A, float>) {
+    if (n > half_widened_max) {
+      using B = xsimd::batch<float, A>;
+      const multimax_modulator<A, float> sig(p);
+      const softmax_backward_term<A, float> term(finite_mean<float>(dot_normal_half<A>(y, dy, n)));
+      return map3_half<A>(x, y, dy, dx, n,
+                          [=](B v, B yv, B d) { return mul_normal<A, float>(sig.slope(v), term(yv, d)); });
+    }
+  }
+  call_widened_whole<Conv, H>(
+      n,
+      [&](const float* xf, const float* yf, const float* dyf, float* dxf, std::size_t k) {
+        multimax_backward<A, float>(xf, yf, dyf, dxf, k, p);
+      },
+      x, y, dy, dx, n);
+}
+
 // The batched 16-bit forms: f(r) for every row on the executor. The
 // arguments are checked before; the one exception a row can still raise
 // (std::bad_alloc for a long row's workspace) is caught in its task and
@@ -663,15 +746,11 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
 // argument list on float arrays.
 #define SMAX_HALF_FAMILY(H, X)                                                                                   \
   X(H, void, sigmoid_attention, (const H* x, H* y, std::size_t n, float b), (x, y, n, b))                        \
-  X(H, void, sa_softmax, (const H* x, H* y, std::size_t n, bool normalized = false), (x, y, n, normalized))      \
-  X(H, void, multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))               \
   X(H, void, sigmoid_attention_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float b),   \
     (x, y, dy, dx, n, b))                                                                                        \
   X(H, void, sa_softmax_backward,                                                                                \
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized = false),                        \
     (x, y, dy, dx, n, normalized))                                                                               \
-  X(H, void, multimax_backward,                                                                                  \
-    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p), (x, y, dy, dx, n, p)) \
 
 
 // Batched 16-bit forms, X(H, name, matrix parameters, scalar parameters,

@@ -308,8 +308,9 @@ struct min_max_tracker {
 // two_pass_sum over x; normalized, it also takes lo = min(min x, 0) and
 // hi = max(max x, 0) on the way (else both 0). Its result as two_pass_sum's:
 // true means a finite max and no NaN.
-template <class A, class T>
-bool sa_two_pass_sum(const T* x, std::size_t n, bool normalized, double& s, T& Emax, T& lo, T& hi) noexcept {
+// (S: T, or a 16-bit type widened as loaded)
+template <class A, class T, class S>
+bool sa_two_pass_sum(const S* x, std::size_t n, bool normalized, double& s, T& Emax, T& lo, T& hi) noexcept {
   min_max_tracker<A, T> track;
   const bool ok = normalized ? two_pass_sum<A>(x, n, s, Emax, track) : two_pass_sum<A>(x, n, s, Emax);
   lo = -hmax<A>(-track.mn);
@@ -375,6 +376,30 @@ bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcep
   return true;
 }
 
+// sa_softmax's write pass after sa_two_pass_sum took x (true): put(f)
+// writes y = f(x) (map; 16-bit forms, map_half). Every f gives 0 or a
+// normal number.
+template <class A, class T, class Put>
+SMAX_INLINE void sa_softmax_two_pass_write(bool normalized, double s, T Emax, T lo, T hi, Put&& put) {
+  using B = xsimd::batch<T, A>;
+  const sa_factor<A, T> g(normalized, lo, hi);
+  // Normalized, on a range R up to 2^23 (mode finite): 1 / R joins the
+  // exp's scale, y = c(x) t' with one guard and no compare on c; a term t'
+  // the exp flushes was below 11.4 2^-127 (its largest mantissa times the
+  // smallest power of two it drops), so y below R 2^-123.5 <= 2^-100.5.
+  if (normalized && g.mode == sa_factor<A, T>::finite && g.inv >= T(0x1p-23)) {
+    const exp_ref<A, T> t(-single_pass_limits<T>::limit, Emax, static_cast<T>(static_cast<double>(g.inv) / s));
+    // (c = x h - lo h >= 0: normal or +-0, or subnormal where x is, beside
+    // t' <= 1, which drops it)
+    const B h(g.h), loh(g.loh);
+    return put([=](B v) { return mul_term_normal<A, T, true>(xsimd::fms(v, h, loh), t(v)); });
+  }
+  const exp_ref<A, T> term(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s));
+  // (g(v) in [0, 1] normalized; plain, v itself: -inf meets a term of 0)
+  if (normalized) return put([=](B v) { return mul_term_normal<A, T>(g(v), term(v)); });
+  put([=](B v) { return mul_term_normal<A, T>(v, term(v)); });
+}
+
 template <class A, class T>
 void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   using B = xsimd::batch<T, A>;
@@ -386,27 +411,12 @@ void sa_softmax(const T* x, T* y, std::size_t n, bool normalized) {
   double s;
   T Emax, lo, hi;
   const bool ok = sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi);
+  if (ok) return sa_softmax_two_pass_write<A>(normalized, s, Emax, lo, hi, [&](auto f) { map<A, staged>(x, y, n, f); });
   const auto write = [&](auto&& term) {
     const sa_factor<A, T> g(normalized, lo, hi);
-    // (g(v) in [0, 1] normalized; plain, v itself: -inf meets a term of 0)
     if (normalized) return map<A, staged>(x, y, n, [=](B v) { return mul_term_normal<A, T>(g(v), term(v)); });
     map<A, staged>(x, y, n, [=](B v) { return mul_term_normal<A, T>(v, term(v)); });
   };
-  if (ok) {
-    // Normalized, on a range R up to 2^23 (mode finite): 1 / R joins the
-    // exp's scale, y = c(x) t' with one guard and no compare on c; a term t'
-    // the exp flushes was below 11.4 2^-127 (its largest mantissa times the
-    // smallest power of two it drops), so y below R 2^-123.5 <= 2^-100.5.
-    const sa_factor<A, T> g(normalized, lo, hi);
-    if (normalized && g.mode == sa_factor<A, T>::finite && g.inv >= T(0x1p-23)) {
-      const exp_ref<A, T> t(-single_pass_limits<T>::limit, Emax, static_cast<T>(static_cast<double>(g.inv) / s));
-      // (c = x h - lo h >= 0: normal or +-0, or subnormal where x is, beside
-      // t' <= 1, which drops it)
-      const B h(g.h), loh(g.loh);
-      return map<A, staged>(x, y, n, [=](B v) { return mul_term_normal<A, T, true>(xsimd::fms(v, h, loh), t(v)); });
-    }
-    return write(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
-  }
   const T m = reduce_max<A>(x, n);
   if (!is_finite(m)) return sa_softmax_nonfinite(x, y, n, normalized);
   if (normalized) min_max0<A>(x, n, lo, hi);
