@@ -70,6 +70,8 @@ void log_softmax(const double* x, double* y, std::size_t n);
   void ssmax(const H* x, H* y, std::size_t n, float s, float b = 0);                                          \
   void softpick(const H* x, H* y, std::size_t n, float eps = 1e-8f);                                         \
   void softpick_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f);       \
+  void sigmoid_attention(const H* x, H* y, std::size_t n, float b);                                          \
+  void sigmoid_attention_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n, float b);        \
   void sa_softmax(const H* x, H* y, std::size_t n, bool normalized = false);                                 \
   void multimax(const H* x, H* y, std::size_t n, const multimax_params& p);                                  \
   void multimax_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p); \
@@ -257,7 +259,7 @@ namespace dynamic {
 
 #define SMAX_DYNAMIC_HALF_SINGLE(H, ret, name, params, args)                                                   \
   inline ret name params {                                                                                    \
-    return detail::call_widened<detail::half_elementwise(#name), detail::dynamic_conversion, H>(              \
+    return detail::call_widened_whole<detail::dynamic_conversion, H>(                                               \
         n, [](auto... a) -> ret { return name(a...); }, SMAX_HALF_PARENS args);                               \
   }
 #define SMAX_DYNAMIC_HALF_XY(H, name, params, args)                                                            \

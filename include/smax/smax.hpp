@@ -1150,16 +1150,14 @@ SMAX_SEEDS_BATCHED_BACKWARD(asentmax_backward, detail::check_asentmax("smax::ase
 // (within one 16-bit ulp of the float kernel's result; special values and
 // bad arguments exactly as for float, nothing written before the checks).
 // Rows up to 2^18 use this thread's kept workspace; longer rows allocate
-// for the call (std::bad_alloc if that fails), except for the element-wise
-// members (sigmoid_attention and its backward), which run a block of 2^14
-// at a time through the workspace. The list: SMAX_HALF_FAMILY.
+// for the call (std::bad_alloc if that fails). The list: SMAX_HALF_FAMILY.
 // Three spellings, as the float forms: an arch tag, the default arch, and
 // smax::dynamic:: (dynamic.hpp). (The enable_if sits in the return type:
 // the float forms' template heads have the same shape.)
 #define SMAX_HALF_SINGLE(H_, ret, name, params, args)                                                           \
   template <class A, class H>                                                                                   \
   std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, ret> name(A, SMAX_HALF_PARENS params) {       \
-    return detail::call_widened<detail::half_elementwise(#name), detail::arch_conversion<A>, H>(                \
+    return detail::call_widened_whole<detail::arch_conversion<A>, H>(                                               \
         n, [](auto... a) -> ret { return name(A{}, a...); }, SMAX_HALF_PARENS args);                            \
   }                                                                                                             \
   template <class H, class DefaultArch = xsimd::default_arch>                                                   \
@@ -1218,8 +1216,9 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
 // stablemax, log_stablemax, stablemax_backward, ssmax, softpick, the
 // sparse family (sparsemax, entmax15, entmax_bisect, asentmax and their
 // backward passes), softpick_backward (x86), gumbel_noise,
-// gumbel_softmax with hard, multimax, multimax_backward (x86) and
-// sa_softmax (rows its float kernel takes in two passes) on 16-bit arrays
+// gumbel_softmax with hard, sigmoid_attention and its backward, multimax,
+// multimax_backward (x86) and sa_softmax (rows its float kernel takes in
+// two passes) on 16-bit arrays
 // read (or write) them as 16-bit (half_family.hpp): no float copy of the
 // row, the float kernels' results on the widened arrays; the rows their
 // fast paths leave (and the soft gumbel_softmax) take the widened form
@@ -1242,6 +1241,9 @@ SMAX_HALF_STABLEMAX(sparsemax, (const H* x, H* y, std::size_t n), (x, y, n))
 SMAX_HALF_STABLEMAX(softpick_backward,
                     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps = 1e-8f),
                     (x, y, dy, dx, n, eps))
+SMAX_HALF_STABLEMAX(sigmoid_attention, (const H* x, H* y, std::size_t n, float b), (x, y, n, b))
+SMAX_HALF_STABLEMAX(sigmoid_attention_backward,
+                    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float b), (x, y, dy, dx, n, b))
 SMAX_HALF_STABLEMAX(sa_softmax, (const H* x, H* y, std::size_t n, bool normalized = false), (x, y, n, normalized))
 SMAX_HALF_STABLEMAX(multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))
 SMAX_HALF_STABLEMAX(multimax_backward,

@@ -150,6 +150,9 @@
   X(void, softpick, softpick, (const H* x, H* y, std::size_t n, float eps), (x, y, n, eps))                    \
   X(void, softpick_backward, softpick_backward,                                                                  \
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float eps), (x, y, dy, dx, n, eps))              \
+  X(void, sigmoid_attention, sigmoid_attention, (const H* x, H* y, std::size_t n, float b), (x, y, n, b))    \
+  X(void, sigmoid_attention_backward, sigmoid_attention_backward,                                                \
+    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float b), (x, y, dy, dx, n, b))                  \
   X(void, sa_softmax, sa_softmax, (const H* x, H* y, std::size_t n, bool normalized), (x, y, n, normalized))      \
   X(void, multimax, multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))        \
   X(void, multimax_backward, multimax_backward,                                                                  \

@@ -1,9 +1,10 @@
 // The rest of the family on bf16 / fp16 arrays (softmax, log_softmax and
 // their backward passes have their own streaming kernels: softmax_half.hpp;
 // logsumexp, cross_entropy, the stablemax members, ssmax, softpick,
-// topk_softmax, sample, the sparse family, gumbel, multimax and (out of
-// cache) sa_softmax read 16-bit arrays through the float kernels' own
-// passes, below; their refused rows take the widened form).
+// topk_softmax, sample, the sparse family, gumbel, sigmoid_attention,
+// multimax and (out of cache) sa_softmax read 16-bit arrays through the
+// float kernels' own passes, below; their refused rows take the widened
+// form).
 // Every other 16-bit call widens its 16-bit arrays into float, runs the float
 // kernel (one body for every type), and rounds each output once: results
 // within one 16-bit ulp of the float kernel's, special values and errors as
@@ -169,52 +170,6 @@ decltype(auto) call_widened_whole(std::size_t n, K&& kernel, Args... args) {
     R r = kernel(w(args)...);
     w.narrow_outputs();
     return r;
-  }
-}
-
-// The members whose every output depends on its own element alone (the
-// list is by name: the SMAX_HALF_FAMILY entries pass #name).
-constexpr bool same_name(const char* a, const char* b) {
-  while (*a && *a == *b) ++a, ++b;
-  return *a == *b;
-}
-constexpr bool half_elementwise(const char* name) {
-  return same_name(name, "sigmoid_attention") || same_name(name, "sigmoid_attention_backward");
-}
-
-// Elements per block of an element-wise member's long row: its (up to
-// four) float arrays in 256 KiB, in L2 on every core smax targets.
-constexpr std::size_t half_elementwise_block = std::size_t(1) << 14;
-
-// An argument of block [o, o + len) of an element-wise call: arrays offset,
-// the length replaced, scalars as they are.
-template <class U>
-U block_argument(U u, std::size_t o, std::size_t len) noexcept {
-  if constexpr (std::is_pointer<U>::value)
-    return u + o;
-  else if constexpr (std::is_same<U, std::size_t>::value)
-    return len;
-  else
-    return u;
-}
-
-// call_widened_whole, or for an element-wise member a block at a time (the
-// kept workspace, in cache: no float copy of a long row, whose allocation
-// and page faults cost more than the kernel). The first block checks the
-// arguments before anything is written, as the whole call would.
-template <bool Elementwise, class Conv, class H, class K, class... Args>
-decltype(auto) call_widened(std::size_t n, K&& kernel, Args... args) {
-  if constexpr (Elementwise) {
-    // n must be the one std::size_t argument: a seed or an offset
-    // (std::uint64_t, the same type on LP64) would be taken for it.
-    static_assert((std::size_t(0) + ... + std::size_t(std::is_same<Args, std::size_t>::value)) == 1,
-                  "an element-wise member takes n as its only std::size_t argument");
-    for (std::size_t o = 0; o < n || o == 0; o += half_elementwise_block) {
-      const std::size_t len = std::min(half_elementwise_block, n - o);
-      call_widened_whole<Conv, H>(len, kernel, block_argument(args, o, len)...);
-    }
-  } else {
-    return call_widened_whole<Conv, H>(n, kernel, args...);
   }
 }
 
@@ -536,21 +491,55 @@ void softpick_backward_half(const H* x, const H* y, const H* dy, H* dx, std::siz
       x, y, dy, dx, n);
 }
 
+// sigmoid_attention and its backward on 16-bit arrays: the float kernels'
+// element maps, each output rounded once, no float copy: the float
+// kernels' results, bit for bit. Blocks widened into L1 where the outputs
+// are not streamed (the maps' exp and division in the 4-vector interleave
+// of map_half cost more: docs/half.md), streamed from 16 MiB.
+template <class A, class Conv, class H>
+void sigmoid_attention_half(const H* x, H* y, std::size_t n, float b) {
+  if (!is_finite(b)) throw std::invalid_argument("smax::sigmoid_attention: b must be finite");
+  map_half_weighted<A, narrow_input::any>(x, y, n, sigmoid_attention_map<A, float>(b));
+}
+template <class A, class Conv, class H>
+void sigmoid_attention_backward_half(const H* x, const H*, const H* dy, H* dx, std::size_t n, float b) {
+  if (!is_finite(b)) throw std::invalid_argument("smax::sigmoid_attention_backward: b must be finite");
+  const auto f = sigmoid_attention_backward_map<A, float>(b);
+  if (has_stream_v<A> && n * sizeof(H) >= stream_min_bytes) return map2_half<A>(x, dy, dx, n, f);
+  map2_half_blocked<A>(x, dy, dx, n, f);
+}
+
 // multimax and sa_softmax on 16-bit x: the rows their float kernels take in
 // two passes (automatic_takes_two_pass: out of cache) run those passes on x
 // read as 16-bit (two_pass_sum with the modulator, or the min / max
 // tracker, as its pre), and the write pass rounds each output (0 or
 // normal) once: the float kernels' results on the widened x, bit for bit,
-// with no float copy of the row. Shorter rows (three-pass reload there, on
-// terms kept in float), the rows pass 1 refuses (NaN, +-inf, sums beyond
-// its range) take the widened form.
+// with no float copy of the row. In cache both run their float kernels'
+// three-pass reload on x read as 16-bit: the terms (multimax: sigma(x) and
+// its max first) into a float buffer (on the stack up to half_block, else
+// this thread's row_buffer up to half_whole_row), the sum there, the
+// scaling pass rounding into y. Longer in-cache rows and the rows the
+// passes refuse (NaN, +-inf, sums beyond their range) take the widened
+// form.
 template <class A, class Conv, class H>
 void multimax_half(const H* x, H* y, std::size_t n, const multimax_params& p) {
   using B = xsimd::batch<float, A>;
   check_multimax("smax::multimax", p);
   if (n == 0) return;
-  if (automatic_takes_two_pass<A, float>(n)) {
-    const multimax_modulator<A, float> sig(p);
+  const multimax_modulator<A, float> sig(p);
+  if (!automatic_takes_two_pass<A, float>(n)) {
+    alignas(64) float stack[half_block];
+    if (float* terms = n <= half_block ? stack : row_buffer(n)) {
+      const float m = transform_max<A, float, false>(x, static_cast<const H*>(nullptr), terms, n,
+                                                     [&](B v, B) SMAX_LAMBDA_INLINE { return sig(v); });
+      const auto finish = [&](double s, auto&&) {
+        if (!(s == s)) return fill(y, n, from_float<H>(std::numeric_limits<float>::quiet_NaN()));
+        map_half<A, narrow_input::finite_normal>(static_cast<const float*>(terms), y, n,
+                                                scale_normal<A, float>(static_cast<float>(1.0 / s)));
+      };
+      if (three_pass_sum_from<A>(m, static_cast<const float*>(terms), terms, n, finish)) return;
+    }
+  } else {
     double s;
     float Emax;
     if (two_pass_sum<A>(x, n, s, Emax, sig)) {
@@ -563,17 +552,31 @@ void multimax_half(const H* x, H* y, std::size_t n, const multimax_params& p) {
 }
 template <class A, class Conv, class H>
 void sa_softmax_half(const H* x, H* y, std::size_t n, bool normalized) {
+  const auto widened = [&] {
+    call_widened_whole<Conv, H>(
+        n, [=](const float* xf, float* yf, std::size_t k) { sa_softmax<A, float>(xf, yf, k, normalized); }, x, y, n);
+  };
   if (n == 0) return;
-  if (automatic_takes_two_pass<A, float>(n)) {
-    double s;
-    float Emax, lo, hi;
-    if (sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi))
-      return sa_softmax_two_pass_write<A>(normalized, s, Emax, lo, hi, [&](auto f) {
-        map_half<A, narrow_input::finite_normal>(x, y, n, f);
-      });
+  if (!automatic_takes_two_pass<A, float>(n)) {
+    alignas(64) float stack[half_block];
+    float* terms = n <= half_block ? stack : row_buffer(n);
+    if (!terms) return widened();
+    if (sa_softmax_reload_sum<A>(x, terms, n, normalized, [&](bool sum_is_number, float factor) {
+          if (!sum_is_number) return fill(y, n, from_float<H>(std::numeric_limits<float>::quiet_NaN()));
+          map_half<A, narrow_input::finite_normal>(static_cast<const float*>(terms), y, n,
+                                                  mul_normal_by<A, float>(factor));
+        }))
+      return;
   }
-  call_widened_whole<Conv, H>(
-      n, [=](const float* xf, float* yf, std::size_t k) { sa_softmax<A, float>(xf, yf, k, normalized); }, x, y, n);
+  // (the float kernel's two passes: out of cache, and the rows its reload
+  // declines)
+  double s;
+  float Emax, lo, hi;
+  if (sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi))
+    return sa_softmax_two_pass_write<A>(normalized, s, Emax, lo, hi, [&](auto f) {
+      map_half<A, narrow_input::finite_normal>(x, y, n, f);
+    });
+  widened();
 }
 
 // out[i] = f(a[i], b[i], c[i]) on 16-bit arrays widened as loaded, each
@@ -745,9 +748,6 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
 // scalar parameters. The float kernel is the one called with the same
 // argument list on float arrays.
 #define SMAX_HALF_FAMILY(H, X)                                                                                   \
-  X(H, void, sigmoid_attention, (const H* x, H* y, std::size_t n, float b), (x, y, n, b))                        \
-  X(H, void, sigmoid_attention_backward, (const H* x, const H* y, const H* dy, H* dx, std::size_t n, float b),   \
-    (x, y, dy, dx, n, b))                                                                                        \
   X(H, void, sa_softmax_backward,                                                                                \
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized = false),                        \
     (x, y, dy, dx, n, normalized))                                                                               \

@@ -559,31 +559,33 @@ T reduce_min(const T* x, std::size_t n) noexcept {
 // as for reduce_max). For data in cache: two accumulators of each, fed
 // pairwise (extremum_pass with a min watch took 1.4x as long: AMD EPYC
 // Zen 5, 64K floats).
-template <class A, class T>
-void reduce_max_min(const T* x, std::size_t n, T& mx, T& mn) noexcept {
+// (x may be 16-bit, T float, widened as loaded.)
+template <class A, class T, class S>
+void reduce_max_min(const S* x, std::size_t n, T& mx, T& mn) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr T inf = std::numeric_limits<T>::infinity();
   B hi0(-inf), hi1(-inf), lo0(inf), lo1(inf);
   std::size_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
-    const B v0 = B::load_unaligned(x + i), v1 = B::load_unaligned(x + i + W);
-    const B v2 = B::load_unaligned(x + i + 2 * W), v3 = B::load_unaligned(x + i + 3 * W);
+    const B v0 = load_as<A, T>(x + i), v1 = load_as<A, T>(x + i + W);
+    const B v2 = load_as<A, T>(x + i + 2 * W), v3 = load_as<A, T>(x + i + 3 * W);
     hi0 = xsimd::max(hi0, xsimd::max(v0, v1));
     hi1 = xsimd::max(hi1, xsimd::max(v2, v3));
     lo0 = xsimd::min(lo0, xsimd::min(v0, v1));
     lo1 = xsimd::min(lo1, xsimd::min(v2, v3));
   }
   for (; i + W <= n; i += W) {
-    const B v = B::load_unaligned(x + i);
+    const B v = load_as<A, T>(x + i);
     hi0 = xsimd::max(hi0, v);
     lo0 = xsimd::min(lo0, v);
   }
   mx = hmax<A>(xsimd::max(hi0, hi1));
   mn = -hmax<A>(-xsimd::min(lo0, lo1));
   for (; i < n; ++i) {
-    mx = std::max(mx, x[i]);
-    mn = std::min(mn, x[i]);
+    const T v = static_cast<T>(x[i]);
+    mx = std::max(mx, v);
+    mn = std::min(mn, v);
   }
 }
 
@@ -619,24 +621,25 @@ using local_copy_t = std::decay_t<F>;
 // what the softmax then runs on (the attention scores, MultiMax's
 // modulator). NaN is caught by the callers' sums, as reduce_max's callers
 // do.
-template <class A, class T, bool Mask, class F>
-SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, const F& f_arg) noexcept {
+// (S, M: T, or x 16-bit with T float, each vector widened as loaded)
+template <class A, class T, bool Mask, class F, class S, class M>
+SMAX_FLATTEN T transform_max(const S* x, const M* mask, T* y, std::size_t n, const F& f_arg) noexcept {
   const local_copy_t<F> f(f_arg);
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   B m0(ninf), m1(ninf);
-  const auto load_m = [&](std::size_t i) { return Mask ? B::load_unaligned(mask + i) : B(T(0)); };
+  const auto load_m = [&](std::size_t i) { return Mask ? load_as<A, T>(mask + i) : B(T(0)); };
   // (without a mask, measured no faster on Zen 5: docs/tuning.md, "Rows ahead")
   const bool far = Mask && read_loop_prefetches<T>(n);
   std::size_t i = 0;
   for (; i + 2 * W <= n; i += 2 * W) {
     if (far) {
-      prefetch_ahead<A, 2>(x + i);
-      prefetch_ahead<A, 2>(mask + i);
+      prefetch_as<A, 2, T>(x + i);
+      prefetch_as<A, 2, T>(mask + i);
     }
-    const B z0 = f(B::load_unaligned(x + i), load_m(i));
-    const B z1 = f(B::load_unaligned(x + i + W), load_m(i + W));
+    const B z0 = f(load_as<A, T>(x + i), load_m(i));
+    const B z1 = f(load_as<A, T>(x + i + W), load_m(i + W));
     if (y) {
       z0.store_unaligned(y + i);
       z1.store_unaligned(y + i + W);
@@ -645,13 +648,13 @@ SMAX_FLATTEN T transform_max(const T* x, const T* mask, T* y, std::size_t n, con
     m1 = xsimd::max(m1, z1);
   }
   for (; i + W <= n; i += W) {
-    const B z = f(B::load_unaligned(x + i), load_m(i));
+    const B z = f(load_as<A, T>(x + i), load_m(i));
     if (y) z.store_unaligned(y + i);
     m0 = xsimd::max(m0, z);
   }
   if (i < n) {
     const std::size_t r = n - i;
-    const B z = f(load_partial<A>(x + i, r, T(0)), Mask ? load_partial<A>(mask + i, r, T(0)) : B(T(0)));
+    const B z = f(load_as_partial<A, T>(x + i, r, T(0)), Mask ? load_as_partial<A, T>(mask + i, r, T(0)) : B(T(0)));
     if (y) store_partial<A>(y + i, r, z);
     m1 = xsimd::max(m1, xsimd::select(lane_index<A, T>() < B(static_cast<T>(r)), z, B(ninf)));
   }

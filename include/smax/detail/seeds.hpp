@@ -100,32 +100,43 @@ SMAX_INLINE xsimd::batch<T, A> exp_neg_abs(const exp_ref<A, T>& ex, xsimd::batch
   return ex(z | xsimd::batch<T, A>(T(-0.0)));
 }
 
+// sigmoid(x + b) of one vector (the 16-bit forms map it too). Captured by
+// value: map's copy then holds the constants (loops.hpp).
 template <class A, class T>
-void sigmoid_attention(const T* x, T* y, std::size_t n, T b) noexcept {
+auto sigmoid_attention_map(T b) noexcept {
   using B = xsimd::batch<T, A>;
   const B bv(b), zero(T(0));
   const exp_ref<A, T> ex = sigmoid_exp<A, T>();
-  // (captures by value: map's copy then holds the constants, loops.hpp)
-  map<A>(x, y, n, [=](B v) {
+  return [=](B v) {
     const B z = v + bv;
     const B t = exp_neg_abs<A, T>(ex, z);
     // 1 / (1 + t) or t / (1 + t): one division, one rounding
     return div_<A, T>(xsimd::select(z >= zero, B(T(1)), t), B(T(1)) + t);
-  });
+  };
+}
+
+template <class A, class T>
+void sigmoid_attention(const T* x, T* y, std::size_t n, T b) noexcept {
+  map<A>(x, y, n, sigmoid_attention_map<A, T>(b));
 }
 
 // dx = dy sigmoid(z) sigmoid(-z) = dy t r^2, r = 1 / (1 + t), from x
 // (1 - y would cancel for y near 1).
 template <class A, class T>
-void sigmoid_attention_backward(const T* x, const T* dy, T* dx, std::size_t n, T b) noexcept {
+auto sigmoid_attention_backward_map(T b) noexcept {
   using B = xsimd::batch<T, A>;
   const B bv(b);
   const exp_ref<A, T> ex = sigmoid_exp<A, T>();
-  map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
+  return [=](B v, B g) {
     const B t = exp_neg_abs<A, T>(ex, v + bv);
     const B r = div_<A, T>(B(T(1)), B(T(1)) + t);
     return mul_normal<A, T>(g, (t * r) * r);
-  });
+  };
+}
+
+template <class A, class T>
+void sigmoid_attention_backward(const T* x, const T* dy, T* dx, std::size_t n, T b) noexcept {
+  map_pairs<A>(x, dy, dx, n, sigmoid_attention_backward_map<A, T>(b));
 }
 
 // -------------------------------------------------------------- helpers --
@@ -333,9 +344,11 @@ bool sa_two_pass_sum(const S* x, std::size_t n, bool normalized, double& s, T& E
 // is infinite, R lies outside [1, 2^64] (hi - lo beyond 2^64 or below
 // 2^-100), the min is a tiny negative number (sa_factor's mode careful)
 // or n exceeds 2^24: the caller's
-// general path takes those.
-template <class A, class T>
-bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcept {
+// general path takes those. Here the passes up to the sum: the terms u to
+// `terms` (y, or a 16-bit form's float buffer; x may be 16-bit, T float),
+// then finish(the sum is not NaN, pass 3's factor).
+template <class A, class T, class S, class Finish>
+bool sa_softmax_reload_sum(const S* x, T* terms, std::size_t n, bool normalized, Finish&& finish) noexcept {
   using B = xsimd::batch<T, A>;
   using F = sa_factor<A, T>;
   constexpr double lift = 0x1p99, drop = 0x1p-100;
@@ -366,14 +379,17 @@ bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcep
     }
     return mul_where<A, T>((xsimd::abs(v) >= cut) & (v >= nearv), v, t);
   };
-  const double s = sum_map<A>(x, y, n, term, store_cu);
-  if (!(s == s)) {
-    fill(y, n, std::numeric_limits<T>::quiet_NaN());
-  } else {
-    // (inv_range / s = 2^-99 / sum e^x 2^-E: below 2 and normal)
-    map<A>(y, y, n, mul_normal_by<A, T>(static_cast<T>(inv_range / s)));
-  }
+  const double s = sum_map<A>(x, terms, n, term, store_cu);
+  // (inv_range / s = 2^-99 / sum e^x 2^-E: below 2 and normal)
+  finish(s == s, static_cast<T>(inv_range / s));
   return true;
+}
+template <class A, class T>
+bool sa_softmax_reload(const T* x, T* y, std::size_t n, bool normalized) noexcept {
+  return sa_softmax_reload_sum<A>(x, y, n, normalized, [&](bool sum_is_number, T factor) {
+    if (!sum_is_number) return fill(y, n, std::numeric_limits<T>::quiet_NaN());
+    map<A>(y, y, n, mul_normal_by<A, T>(factor));
+  });
 }
 
 // sa_softmax's write pass after sa_two_pass_sum took x (true): put(f)

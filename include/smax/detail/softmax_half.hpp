@@ -284,11 +284,13 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, result_form form) 
   }
 }
 
-// This thread's float buffer of at least n <= half_whole_row elements
-// (grown on demand, kept for the thread's life); nullptr if it cannot grow.
+// This thread's float buffer of at least n elements (grown on demand to
+// half_whole_row, kept for the thread's life); nullptr for a longer n, or
+// if it cannot grow.
 inline float* row_buffer(std::size_t n) noexcept {
   thread_local std::unique_ptr<float[]> buf;
   thread_local std::size_t capacity = 0;
+  if (n > half_whole_row) return nullptr;
   if (capacity < n) {
     buf.reset(new (std::nothrow) float[half_whole_row]);
     capacity = buf ? half_whole_row : 0;
