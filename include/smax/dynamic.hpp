@@ -75,6 +75,7 @@ void log_softmax(const double* x, double* y, std::size_t n);
   void sa_softmax(const H* x, H* y, std::size_t n, bool normalized = false);                                 \
   void multimax(const H* x, H* y, std::size_t n, const multimax_params& p);                                  \
   void multimax_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p); \
+  void sa_softmax_backward(const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized = false); \
   void gumbel_noise(H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0);                         \
   void gumbel_softmax(const H* logits, H* y, std::size_t n, float tau, std::uint64_t seed, bool hard = false);  \
   void sparsemax(const H* x, H* y, std::size_t n);                                                           \
@@ -238,10 +239,11 @@ SMAX_DYNAMIC_SEEDS_DECLS(float, 0.0f)
 SMAX_DYNAMIC_SEEDS_DECLS(double, 0.0)
 #undef SMAX_DYNAMIC_SEEDS_DECLS
 
-// The rest of the family on bf16 / fp16 (see smax.hpp, "the rest of the
-// family on bf16 / fp16"): widened with the dispatched convert, the
-// dispatched float kernel, each output rounded once. Defined here, inline:
-// they add nothing to the per-ISA objects.
+// The batched 16-bit forms of the rest of the family (rows of the
+// dispatched single-row forms) and the attention options on 16-bit
+// (widened with the dispatched convert, the dispatched float kernel, each
+// output rounded once). Defined here, inline: they add nothing to the
+// per-ISA objects.
 }  // namespace dynamic
 namespace detail {
 struct dynamic_conversion {
@@ -257,11 +259,6 @@ struct dynamic_conversion {
 }  // namespace detail
 namespace dynamic {
 
-#define SMAX_DYNAMIC_HALF_SINGLE(H, ret, name, params, args)                                                   \
-  inline ret name params {                                                                                    \
-    return detail::call_widened_whole<detail::dynamic_conversion, H>(                                               \
-        n, [](auto... a) -> ret { return name(a...); }, SMAX_HALF_PARENS args);                               \
-  }
 #define SMAX_DYNAMIC_HALF_XY(H, name, params, args)                                                            \
   inline void name(matrix_view<const H> x, matrix_view<H> y SMAX_HALF_PARENS params, executor* ex = nullptr) { \
     name(matrix_view<const float>(nullptr, 0, x.cols), matrix_view<float>(nullptr, 0, x.cols)                 \
@@ -296,7 +293,6 @@ namespace dynamic {
     });                                                                                                       \
   }
 #define SMAX_DYNAMIC_HALF(H)                                                                                   \
-  SMAX_HALF_FAMILY(H, SMAX_DYNAMIC_HALF_SINGLE)                                                               \
   SMAX_HALF_BATCHED_XY(H, SMAX_DYNAMIC_HALF_XY)                                                               \
   SMAX_HALF_BATCHED_YDYDX(H, SMAX_DYNAMIC_HALF_YDYDX)                                                         \
   SMAX_HALF_BATCHED_XYDYDX(H, SMAX_DYNAMIC_HALF_XYDYDX)                                                       \
@@ -378,7 +374,6 @@ namespace dynamic {
 SMAX_DYNAMIC_HALF(bf16)
 SMAX_DYNAMIC_HALF(fp16)
 #undef SMAX_DYNAMIC_HALF
-#undef SMAX_DYNAMIC_HALF_SINGLE
 #undef SMAX_DYNAMIC_HALF_XY
 #undef SMAX_DYNAMIC_HALF_YDYDX
 #undef SMAX_DYNAMIC_HALF_XYDYDX

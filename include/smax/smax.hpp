@@ -1144,28 +1144,7 @@ SMAX_SEEDS_BATCHED_BACKWARD(asentmax_backward, detail::check_asentmax("smax::ase
 #undef SMAX_SEEDS_EXPAND
 
 // ------------------------------------- the rest of the family on bf16 / fp16 --
-// (half_family.hpp) Every function above without a 16-bit kernel of its own
-// takes bf16 or fp16 arrays too, scalar parameters float: the 16-bit arrays
-// are widened to float, the float kernel runs, each output is rounded once
-// (within one 16-bit ulp of the float kernel's result; special values and
-// bad arguments exactly as for float, nothing written before the checks).
-// Rows up to 2^18 use this thread's kept workspace; longer rows allocate
-// for the call (std::bad_alloc if that fails). The list: SMAX_HALF_FAMILY.
-// Three spellings, as the float forms: an arch tag, the default arch, and
-// smax::dynamic:: (dynamic.hpp). (The enable_if sits in the return type:
-// the float forms' template heads have the same shape.)
-#define SMAX_HALF_SINGLE(H_, ret, name, params, args)                                                           \
-  template <class A, class H>                                                                                   \
-  std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>, ret> name(A, SMAX_HALF_PARENS params) {       \
-    return detail::call_widened_whole<detail::arch_conversion<A>, H>(                                               \
-        n, [](auto... a) -> ret { return name(A{}, a...); }, SMAX_HALF_PARENS args);                            \
-  }                                                                                                             \
-  template <class H, class DefaultArch = xsimd::default_arch>                                                   \
-  std::enable_if_t<detail::is_half_v<H>, ret> name(SMAX_HALF_PARENS params) {                                   \
-    return name(DefaultArch{}, SMAX_HALF_PARENS args);                                                          \
-  }
-SMAX_HALF_FAMILY(H, SMAX_HALF_SINGLE)
-#undef SMAX_HALF_SINGLE
+
 
 // logsumexp, cross_entropy and cross_entropy_backward on 16-bit x read x as
 // 16-bit (losses.hpp, half_family.hpp): no float copy of the row, the float
@@ -1213,16 +1192,21 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
   cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing, logsumexp_x);
 }
 
+// Every other function of the family takes bf16 or fp16 arrays too,
+// scalar parameters float, and gives the float kernel's results on the
+// widened arrays, each output rounded once (special values and bad
+// arguments exactly as for float, nothing written before the checks).
 // stablemax, log_stablemax, stablemax_backward, ssmax, softpick, the
 // sparse family (sparsemax, entmax15, entmax_bisect, asentmax and their
 // backward passes), softpick_backward (x86), gumbel_noise,
 // gumbel_softmax with hard, sigmoid_attention and its backward, multimax,
-// multimax_backward (x86) and sa_softmax (rows its float kernel takes in
-// two passes) on 16-bit arrays
-// read (or write) them as 16-bit (half_family.hpp): no float copy of the
-// row, the float kernels' results on the widened arrays; the rows their
-// fast paths leave (and the soft gumbel_softmax) take the widened form
-// above.
+// multimax_backward (x86), sa_softmax and sa_softmax_backward (x86, rows
+// beyond 2^18) read (or write) them as 16-bit (half_family.hpp): no float
+// copy of the row. The rows their fast paths leave (and the soft
+// gumbel_softmax) take the widened form: the row's arrays widened to
+// float (this thread's kept workspace up to 2^18 elements, else allocated
+// for the call: std::bad_alloc if that fails), the float kernel, each
+// output rounded once.
 #define SMAX_HALF_STABLEMAX(name, params, args)                                                                  \
   template <class A, class H>                                                                                    \
   std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(A, SMAX_HALF_PARENS params) {             \
@@ -1249,6 +1233,9 @@ SMAX_HALF_STABLEMAX(multimax, (const H* x, H* y, std::size_t n, const multimax_p
 SMAX_HALF_STABLEMAX(multimax_backward,
                     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p),
                     (x, y, dy, dx, n, p))
+SMAX_HALF_STABLEMAX(sa_softmax_backward,
+                    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized = false),
+                    (x, y, dy, dx, n, normalized))
 SMAX_HALF_STABLEMAX(gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset = 0),
                     (g, n, seed, offset))
 SMAX_HALF_STABLEMAX(gumbel_softmax,

@@ -157,6 +157,8 @@
   X(void, multimax, multimax, (const H* x, H* y, std::size_t n, const multimax_params& p), (x, y, n, p))        \
   X(void, multimax_backward, multimax_backward,                                                                  \
     (const H* x, const H* y, const H* dy, H* dx, std::size_t n, const multimax_params& p), (x, y, dy, dx, n, p))  \
+  X(void, sa_softmax_backward, sa_softmax_backward,                                                              \
+    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized), (x, y, dy, dx, n, normalized))  \
   X(void, gumbel_noise, gumbel_noise, (H* g, std::size_t n, std::uint64_t seed, std::uint64_t offset),          \
     (g, n, seed, offset))                                                                                        \
   X(void, gumbel_softmax, gumbel_softmax,                                                                        \

@@ -622,6 +622,69 @@ void multimax_backward_half(const H* x, const H* y, const H* dy, H* dx, std::siz
       x, y, dy, dx, n);
 }
 
+// sa_softmax_backward on 16-bit arrays (x86, rows beyond half_whole_row):
+// the float kernel's passes on x, y and dy read as 16-bit (its two-pass
+// sum, the dot product as dot_normal_half, the first minimum and maximum,
+// the gradient pass; normalized, P from that pass's loads), each dx
+// rounded once; normalized, the end entries' corrections are applied to
+// their float dx before that rounding: the float kernel's results bit for
+// bit, no float copy of the rows. false (nothing written) for the rows its
+// passes refuse (NaN, +-inf, sums beyond their range) and the exact end
+// sums (a range below 1): those, NEON and rows in this thread's workspace
+// take the widened form. (In cache the widened form, which converts each
+// array once where the passes widen x four times, was as fast or faster:
+// bf16 on AVX-512 1.0-1.2x at 12K-128K, on AVX2 1.0-1.3x up to 256K;
+// beyond the workspace it allocates, 44 ns per element at 4M against
+// 0.7-1.1: docs/half.md.)
+template <class A, class H>
+bool sa_softmax_backward_read_half(const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized) {
+  using B = xsimd::batch<float, A>;
+  double s;
+  float Emax, lo, hi;
+  if (!sa_two_pass_sum<A>(x, n, normalized, s, Emax, lo, hi)) return false;
+  const double D = dot_normal_half<A>(y, dy, n);
+  if (!(D == D)) return false;
+  const sa_factor<A, float> g(normalized, lo, hi);
+  std::size_t imin = n, imax = n;
+  if (normalized && g.is_finite_range()) {
+    if (lo < 0.0f) imin = first_index_of<A>(x, n, lo);
+    if (hi > 0.0f) imax = first_index_of<A>(x, n, hi);
+  }
+  if ((imin < n || imax < n) && g.slope() > 1.0f) return false;
+  const exp_ref<A, float> term(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s));
+  const auto gradient = sa_softmax_backward_gradient<A, float>(normalized, g, B(finite_mean<float>(D)), term);
+  if (!normalized) {
+    map2_half<A>(x, dy, dx, n, gradient);
+    return true;
+  }
+  // The ends' float dx, before the pass (dx may alias x or dy).
+  const auto float_dx = [&](std::size_t k) {
+    alignas(64) float lanes[B::size];
+    gradient(B(to_float(x[k])), B(to_float(dy[k]))).store_aligned(lanes);
+    return lanes[0];
+  };
+  const float dmin = imin < n ? float_dx(imin) : 0.0f, dmax = imax < n ? float_dx(imax) : 0.0f;
+  const double P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, float>(d, term(v)); },
+                                          write_pairs(dx, gradient));
+  const double R = g.slope() > 0.0f ? 1.0 / static_cast<double>(g.slope()) : 0.0;
+  if (imin < n && g.slope() > 0.0f) dx[imin] = H(to_normal<float>(dmin + (D - P) / R));
+  if (imax < n && g.slope() > 0.0f) dx[imax] = H(to_normal<float>(dmax - D / R));
+  return true;
+}
+template <class A, class Conv, class H>
+void sa_softmax_backward_half(const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized) {
+  if (n == 0) return;
+  if constexpr (dot_in_double_v<A, float>) {
+    if (n > half_whole_row && sa_softmax_backward_read_half<A>(x, y, dy, dx, n, normalized)) return;
+  }
+  call_widened_whole<Conv, H>(
+      n,
+      [=](const float* xf, const float* yf, const float* dyf, float* dxf, std::size_t k) {
+        sa_softmax_backward<A, float>(xf, yf, dyf, dxf, k, normalized);
+      },
+      x, y, dy, dx, n);
+}
+
 // The batched 16-bit forms: f(r) for every row on the executor. The
 // arguments are checked before; the one exception a row can still raise
 // (std::bad_alloc for a long row's workspace) is caught in its task and
@@ -742,17 +805,7 @@ void half_cross_entropy_backward_rows(const matrix_view<const H>& x, const std::
 
 }  // namespace detail
 
-// ------------------------------------------------- 16-bit forms (the list) --
-// X(H, return type, name, parameters, arguments): every function of the
-// family that has no 16-bit kernel of its own, with H arrays and float
-// scalar parameters. The float kernel is the one called with the same
-// argument list on float arrays.
-#define SMAX_HALF_FAMILY(H, X)                                                                                   \
-  X(H, void, sa_softmax_backward,                                                                                \
-    (const H* x, const H* y, const H* dy, H* dx, std::size_t n, bool normalized = false),                        \
-    (x, y, dy, dx, n, normalized))                                                                               \
-
-
+// ------------------------------------------------- 16-bit forms (the lists) --
 // Batched 16-bit forms, X(H, name, matrix parameters, scalar parameters,
 // scalar arguments, check): rows of the single-row form; the check (the
 // float form's own, on an empty row) runs once before any row.

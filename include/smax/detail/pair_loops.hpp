@@ -25,17 +25,27 @@ struct no_output {
   template <class A, class B>
   SMAX_INLINE void store_partial(std::size_t, std::size_t, B, B) const noexcept {}
 };
+// (out may be 16-bit: each value rounded once.)
 template <class T, class G>
 struct pair_output {
   T* out;
   G g;
   template <class A, class B>
   SMAX_INLINE void store(std::size_t i, B a, B b) const noexcept {
-    g(a, b).store_unaligned(out + i);
+    if constexpr (is_half_v<T>)
+      narrow<A>(out + i, g(a, b));
+    else
+      g(a, b).store_unaligned(out + i);
   }
   template <class A, class B>
   SMAX_INLINE void store_partial(std::size_t i, std::size_t r, B a, B b) const noexcept {
-    detail::store_partial<A>(out + i, r, g(a, b));
+    if constexpr (is_half_v<T>) {
+      alignas(64) float lanes[B::size];
+      g(a, b).store_aligned(lanes);
+      for (std::size_t k = 0; k < r; ++k) out[i + k] = T(lanes[k]);
+    } else {
+      detail::store_partial<A>(out + i, r, g(a, b));
+    }
   }
 };
 template <class T, class G>
@@ -211,9 +221,11 @@ double dot_normal(const T* a, const T* b, std::size_t n) noexcept {
 // (double 2^-970, float 2^-103): the rest are multiples of min, so no lane
 // sum cancels to a subnormal (tests/test_subnormal.cpp's kind 4 found
 // sa_softmax_backward's P doing so, double); the sum's absolute error grows
-// by at most n times that cut.
-template <class A, class T, class F, class O = no_output>
-double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f, const O& o = {}) noexcept {
+// by at most n times that cut. On x86 a and b may be 16-bit (widened as
+// loaded: the float sum of the widened arrays, bit for bit).
+template <class A, class S, class F, class O = no_output>
+double sum_of_pairs_normal(const S* a, const S* b, std::size_t n, F&& f, const O& o = {}) noexcept {
+  using T = compute_t<S>;
   if constexpr (dot_in_double_v<A, T>) {
     using B = xsimd::batch<float, A>;
     using D = xsimd::batch<double, A>;
@@ -221,7 +233,7 @@ double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f, const O
     neumaier_sum total;
     std::size_t i = 0;
     const auto at = [&](std::size_t k) SMAX_LAMBDA_INLINE {
-      const B va = B::load_unaligned(a + k), vb = B::load_unaligned(b + k);
+      const B va = load_as<A, float>(a + k), vb = load_as<A, float>(b + k);
       o.template store<A>(k, va, vb);
       return f(va, vb);
     };
@@ -244,7 +256,7 @@ double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f, const O
         if (r == W) {
           v = at(i);
         } else {
-          const B va = load_partial<A>(a + i, r, 0.0f), vb = load_partial<A>(b + i, r, 0.0f);
+          const B va = load_as_partial<A, float>(a + i, r, 0.0f), vb = load_as_partial<A, float>(b + i, r, 0.0f);
           o.template store_partial<A>(i, r, va, vb);
           v = xsimd::select(lane_index<A, float>() < B(static_cast<float>(r)), f(va, vb), B(0.0f));
         }
@@ -256,6 +268,7 @@ double sum_of_pairs_normal(const T* a, const T* b, std::size_t n, F&& f, const O
     }
     return total.value();
   } else {
+    static_assert(std::is_same<S, T>::value, "16-bit sources: x86 only");
     using B = xsimd::batch<T, A>;
     const B cut(std::numeric_limits<T>::min() * static_cast<T>(std::uint64_t(1) << exp_constants<T>::mantissa_bits));
     return sum_of_pairs<A>(

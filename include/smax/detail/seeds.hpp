@@ -537,6 +537,21 @@ sa_end_sums sa_ends(const T* x, const T* dy, std::size_t n, std::size_t imin, st
   return e;
 }
 
+// sa_softmax_backward's dx_k = p_k (dy_k (g'(x_k) + g(x_k)) - D) on the
+// vectors v of x and d of dy, p = term(v) (below), before the end
+// entries' corrections; lane by lane (the 16-bit form maps it on vectors
+// widened as loaded, and on one entry broadcast).
+template <class A, class T, class Term>
+SMAX_INLINE auto sa_softmax_backward_gradient(bool normalized, const sa_factor<A, T>& g, xsimd::batch<T, A> Dv,
+                                              const Term& term) noexcept {
+  using B = xsimd::batch<T, A>;
+  const B slope(g.slope());
+  return [=](B v, B d) {
+    const B a = normalized ? xsimd::fms(d, g.slope_plus(v, slope), Dv) : xsimd::fms(d, g(v) + B(T(1)), Dv);
+    return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
+  };
+}
+
 // With p = softmax(x), y = g p, D = sum dy y, P = sum dy p:
 //   dx_k = p_k (dy_k (g'(x_k) + g(x_k)) - D)
 // plus, normalized (g depends on lo and hi), (D - P) / R at the first
@@ -574,17 +589,14 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
     if (lo < T(0)) imin = first_index_of<A>(x, n, lo);
     if (hi > T(0)) imax = first_index_of<A>(x, n, hi);
   }
-  const B Dv(finite_mean<T>(D)), slope(g.slope());
+  const B Dv(finite_mean<T>(D));
   // (before the pass below, which may overwrite x or dy)
   const bool exact_ends = (imin < n || imax < n) && g.slope() > T(1);
   sa_end_sums ends;
   double P = 0;
   const auto run = [&](auto&& term) {
     if (exact_ends) ends = sa_ends<A>(x, dy, n, imin, imax, lo, hi, term);
-    const auto gradient = [=](B v, B d) {
-      const B a = normalized ? xsimd::fms(d, g.slope_plus(v, slope), Dv) : xsimd::fms(d, g(v) + B(T(1)), Dv);
-      return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
-    };
+    const auto gradient = sa_softmax_backward_gradient<A, T>(normalized, g, Dv, term);
     // (normalized: P = sum dy p in the pass that writes dx, from the same loads)
     if (normalized)
       P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); },
