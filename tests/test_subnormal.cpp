@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 
 #include "common.hpp"
@@ -51,9 +52,10 @@ struct fp_flush_scope {
 // result fell below the normal range, subnormal or rounded to 0), each an
 // assist on Intel, which FTZ/DAZ alone cannot show where the value never
 // reaches an output bit. Cleared, then read after a call (a backward
-// kernel's entry includes its forward call). Optimized builds only: the
-// sanitizer stage's -O0 code (unfused products, nothing inlined) is not
-// what users run (its unfused products of tiny values would raise them).
+// kernel's entry includes its forward call). Optimized builds only (the
+// sanitized stage's -O1 included): -O0 code (unfused products, nothing
+// inlined) is not what users run (its unfused products of tiny values
+// would raise them).
 struct subnormal_flags {
   static constexpr unsigned bits = 0x12u;
   // (trap: also unmask the two exceptions, MXCSR bits 8 and 11, so that the
@@ -200,7 +202,7 @@ void check_rows(const smax_test::family<T>& calls, int kind, std::size_t n) {
       std::size_t n_sub = 0;
       for (T v : ieee) n_sub += is_subnormal(v);
       CHECK(n_sub == 0);
-      // (the sanitized build, -O0 and 10-50x slower, leaves the FTZ/DAZ
+      // (the sanitized build, several times slower, leaves the FTZ/DAZ
       // rerun of the larger rows to the native builds, which run all of it)
       if (have_ftz && !(smax_test::sanitized && n > 4100)) {
         {
@@ -254,6 +256,48 @@ TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (float)", 
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (double)", "[subnormal]") { check_all<double>(); }
 TEMPLATE_TEST_CASE("no subnormal output past the cache: sa_softmax", "[subnormal][large]", float, double) {
   check_past_cache<TestType>();
+}
+
+// log_softmax on a row whose max lies below 2^(mantissa bits + 2) times
+// the smallest normal number, with entries closer to it than that number:
+// x - m would be subnormal there (found by the sanitized build at -O1,
+// logits |normal(0, 1)| 2^-120, n = 16388). No flag, the same bits with
+// FTZ/DAZ, and the long-double result: within 2^-22 relative, or 1e-30
+// absolute for the outputs below it (0 included).
+TEMPLATE_TEST_CASE("log_softmax of logits all below 2^-100: no subnormal difference", "[subnormal]", float, double) {
+  using T = TestType;
+  const T mn = std::numeric_limits<T>::min();
+  const T m = T(1.5) * std::ldexp(mn, 20);
+  for (std::size_t n : {std::size_t(2), std::size_t(3), std::size_t(17), std::size_t(4099), std::size_t(16388)}) {
+    std::vector<T> x(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = m - static_cast<T>(i % 7) * (mn / 4);  // (exact)
+    x[n - 1] = T(-200);  // n = 2: the log-sum below the smallest normal number
+    if (n > 3) x[n / 2] = T(-3);
+    const std::vector<long double> ref = smax_test::ref_log_softmax(x);
+    for (const std::string& isa : smax_test::isas()) {
+      smax_test::use_isa scope(isa);
+      CAPTURE(isa, n);
+      std::vector<T> y(n), flushed(n);
+      {
+        const subnormal_flags flag(false);
+        smax::dynamic::log_softmax(x.data(), y.data(), n);
+        CHECK_FALSE(flag.raised());
+      }
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const long double err = std::fabs(static_cast<long double>(y[i]) - ref[i]);
+        bad += std::fabs(ref[i]) > 1e-30L ? !(err <= 0x1p-22L * std::fabs(ref[i])) : !(err <= 1e-30L);
+      }
+      CHECK(bad == 0);
+      if (have_ftz) {
+        {
+          fp_flush_scope ftz(true);
+          smax::dynamic::log_softmax(x.data(), flushed.data(), n);
+        }
+        CHECK(std::memcmp(y.data(), flushed.data(), n * sizeof(T)) == 0);
+      }
+    }
+  }
 }
 
 // The accuracy contract on such logits: outputs above 1e-30 within the

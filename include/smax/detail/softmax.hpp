@@ -513,11 +513,37 @@ void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
 template <class A, class T>
 SMAX_INLINE void log_softmax_write(const T* x, T* y, std::size_t n, T m, double lse) noexcept {
   using B = xsimd::batch<T, A>;
+  constexpr T tiny = std::numeric_limits<T>::min() * static_cast<T>(std::uint64_t(1) << (exp_constants<T>::mantissa_bits + 2));
   // The true log-sum is >= 0 (the max's own term is 1); its rounding may
   // land a hair below, which would make the max's log-probability positive
-  // (found by fuzz_softmax: x = {2^-149} gave y = 2^-149).
-  const B mb(m), lb(static_cast<T>(std::max(lse, 0.0)));
-  map<A>(x, y, n, [=](B v) { return (v - mb) - lb; });
+  // (found by fuzz_softmax: x = {2^-149} gave y = 2^-149). Below the
+  // smallest normal number it is taken as 0 (no subnormal operand; it
+  // moves no output by more than that).
+  const double l = std::max(lse, 0.0);
+  if (!(std::fabs(m) < tiny)) {
+    const B mb(m), lb(l < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : static_cast<T>(l));
+    return map<A>(x, y, n, [=](B v) { return (v - mb) - lb; });
+  }
+  // A max below 2^(mantissa bits + 2) times the smallest normal number:
+  // x - m can be subnormal (two such numbers closer than that), so y =
+  // x - c, c = m + l rounded once, and where both x and c are that small,
+  // the difference taken scaled by 2^(mantissa bits + 9), exactly, and 0
+  // where it lies below the normal range (found by the sanitized tests at
+  // -O1: logits |normal(0, 1)| 2^-120, log_softmax's DE flag).
+  T c = static_cast<T>(static_cast<double>(m) + l);
+  if (std::fabs(c) < std::numeric_limits<T>::min()) c = T(0);
+  const B cb(c);
+  if (!(std::fabs(c) < tiny)) return map<A>(x, y, n, [=](B v) { return v - cb; });
+  constexpr T up = static_cast<T>(std::uint64_t(1) << (exp_constants<T>::mantissa_bits + 9));
+  const B tinyb(tiny), upb(up), downb(T(1) / up), cut(std::numeric_limits<T>::min() * up), cs(c * up);
+  map<A>(x, y, n, [=](B v) {
+    // (each side's operands set to harmless values on the other's lanes:
+    // both sides are computed)
+    const auto in_tiny = xsimd::abs(v) < tinyb;
+    const B r = xsimd::fms(xsimd::select(in_tiny, v, B(T(0))), upb, cs);  // (v - c) 2^k, rounded once
+    const B scaled_back = xsimd::select(xsimd::abs(r) >= cut, r * downb, B(T(0)));
+    return xsimd::select(in_tiny, scaled_back, xsimd::select(in_tiny, B(T(1)), v) - cb);
+  });
 }
 
 // Two reads: the max and sum(e^x 2^-E) in one (two_pass_sum), then the
