@@ -18,21 +18,20 @@
 # the stage fails while one still fails.
 #
 # A finding stops the run with a non-zero exit and leaves the crashing input
-# in build-fuzz/artifacts/; turn it into a Catch2 regression test.
+# in build/asan/artifacts/; turn it into a Catch2 regression test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 shift || true
-if ! command -v clang++ >/dev/null || ! command -v cmake >/dev/null || [ ! -d /usr/include/xsimd ]; then
-  apt-get update -qq && apt-get install -y -qq clang cmake libxsimd-dev >/dev/null
+if ! command -v clang++ >/dev/null || ! command -v cmake >/dev/null || [ ! -d /usr/include/xsimd ] ||
+   [ ! -d /usr/include/catch2 ]; then
+  apt-get update -qq && apt-get install -y -qq clang libclang-rt-14-dev cmake libxsimd-dev catch2 >/dev/null
 fi
-build=build/fuzz
-# -O1 with line tables only: the three sanitized per-ISA TUs of the
-# dispatch library took 7.5 of the stage's minutes at -O2 -g.
-cmake -S . -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_FLAGS_RELEASE="-O1 -gline-tables-only" \
-  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" \
-  -DSMAX_BUILD_FUZZ=ON -DSMAX_BUILD_TESTS=OFF -DSMAX_BUILD_BENCH=OFF -DSMAX_BUILD_EXAMPLES=OFF -DSMAX_INSTALL=OFF >/dev/null
+# The asan preset's tree (clang -O1, ASan + UBSan, libFuzzer's coverage):
+# the fuzz targets link the tests' sanitized per-ISA objects, so the stage
+# after the asan stage compiles nothing again.
+build=build/asan
+cmake --preset asan >/dev/null
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for f in fuzz/fuzz_*.cpp; do targets+=("$(basename "$f" .cpp)"); done

@@ -13,10 +13,11 @@
 #            against an install prefix, add_subdirectory); smax_bench is
 #            built (not run)
 #   clang    clang++ -O2, warnings as errors: the same tests, less packaging
-#   asan     g++ Debug (-O0: at -O1 the sanitized per-ISA TUs take 10x
-#            longer to compile) with AddressSanitizer + UndefinedBehaviorSanitizer,
-#            xsimd assertions on; large sizes capped at 128K (SMAX_TEST_MAX_N);
-#            the examples are left to release and clang
+#   asan     clang++ -O1 (Debug: xsimd assertions on) with AddressSanitizer +
+#            UndefinedBehaviorSanitizer and libFuzzer's coverage; large sizes
+#            capped at 128K (SMAX_TEST_MAX_N); the examples are left to
+#            release and clang; the fuzz targets are built here too, on the
+#            tests' per-ISA objects
 #   neon     aarch64 cross build, tests run under qemu-aarch64; large sizes
 #            capped at 128K (SMAX_TEST_MAX_N: QEMU emulates long double, the
 #            references' type, in software); the examples are left to release
@@ -28,7 +29,7 @@
 #            against torch and numpy references, gradcheck in double)
 #   tsan     clang++ ThreadSanitizer: threads calling at once, the thread
 #            pool, a long row split across threads (tests/tsan)
-#   fuzz     clang, ASan + UBSan: every libFuzzer target (fuzz/) from its
+#   fuzz     the asan tree's libFuzzer targets: every one (fuzz/) from its
 #            seed corpus (which replays the inputs of past findings first),
 #            fixed seed, SMAX_FUZZ_RUNS executions each (default 20000)
 #            or SMAX_FUZZ_SECONDS (default 30), whichever
