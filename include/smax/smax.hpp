@@ -1144,7 +1144,15 @@ SMAX_SEEDS_BATCHED_BACKWARD(asentmax_backward, detail::check_asentmax("smax::ase
 #undef SMAX_SEEDS_EXPAND
 
 // ------------------------------------- the rest of the family on bf16 / fp16 --
-
+// Every other function of the family takes bf16 or fp16 arrays too,
+// scalar parameters float, and gives the float kernel's results on the
+// widened arrays, each output rounded once (special values and bad
+// arguments exactly as for float, nothing written before the checks).
+// Each reads its 16-bit arrays through the float kernel's own passes where
+// it can (below); the rows those passes leave take the widened form: the
+// row's arrays widened to float (this thread's kept workspace up to 2^18
+// elements, else allocated for the call: std::bad_alloc if that fails),
+// the float kernel, each output rounded once.
 
 // logsumexp, cross_entropy and cross_entropy_backward on 16-bit x read x as
 // 16-bit (losses.hpp, half_family.hpp): no float copy of the row, the float
@@ -1192,10 +1200,6 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
   cross_entropy_backward(DefaultArch{}, x, n, target, dloss, dx, label_smoothing, logsumexp_x);
 }
 
-// Every other function of the family takes bf16 or fp16 arrays too,
-// scalar parameters float, and gives the float kernel's results on the
-// widened arrays, each output rounded once (special values and bad
-// arguments exactly as for float, nothing written before the checks).
 // stablemax, log_stablemax, stablemax_backward, ssmax, softpick, the
 // sparse family (sparsemax, entmax15, entmax_bisect, asentmax and their
 // backward passes), softpick_backward (x86), gumbel_noise,
@@ -1203,10 +1207,7 @@ std::enable_if_t<detail::is_half_v<H>> cross_entropy_backward(const H* x, std::s
 // multimax_backward (x86), sa_softmax and sa_softmax_backward (x86, rows
 // beyond 2^18) read (or write) them as 16-bit (half_family.hpp): no float
 // copy of the row. The rows their fast paths leave (and the soft
-// gumbel_softmax) take the widened form: the row's arrays widened to
-// float (this thread's kept workspace up to 2^18 elements, else allocated
-// for the call: std::bad_alloc if that fails), the float kernel, each
-// output rounded once.
+// gumbel_softmax) take the widened form above.
 #define SMAX_HALF_STABLEMAX(name, params, args)                                                                  \
   template <class A, class H>                                                                                    \
   std::enable_if_t<detail::is_arch_v<A> && detail::is_half_v<H>> name(A, SMAX_HALF_PARENS params) {             \
