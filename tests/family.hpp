@@ -39,6 +39,11 @@ namespace family_detail {
 
 namespace d = smax::dynamic;
 
+// The type of the functions' scalar parameters: T, or float for the 16-bit
+// types (every_function<bf16> runs the 16-bit forms).
+template <class T>
+using S = typename smax::detail::option_scalar<T>::type;
+
 template <class T>
 using run_fn = std::function<void(const T*, const T*, T*, std::size_t)>;
 
@@ -76,12 +81,12 @@ run_fn<T> after_forward(Forward forward, Backward backward) {
 // FLT_MIN / scale of 0, as docs/guarantees.md states: the "unit scale"
 // forms are the ones test_subnormal runs on such logits.)
 template <class T>
-smax::softmax_options<T> some_options(std::size_t n, T scale = T(0.7)) {
+smax::softmax_options<T> some_options(std::size_t n, S<T> scale = S<T>(0.7)) {
   smax::softmax_options<T> so;
   so.scale = scale;
-  so.softcap = T(60);
+  so.softcap = S<T>(60);
   so.length = n > 3 ? n - 3 : n;
-  so.sink = T(1.5);
+  so.sink = S<T>(1.5);
   return so;
 }
 
@@ -120,9 +125,9 @@ void family_calls_softpick(family<T>& f) {
 }
 template <class T>
 void family_calls_ssmax(family<T>& f) {
-  add_kernel<T>(f, "ssmax(0.3)", [](const T* x, const T*, T* y, std::size_t n) { d::ssmax(x, y, n, T(0.3)); });
+  add_kernel<T>(f, "ssmax(0.3)", [](const T* x, const T*, T* y, std::size_t n) { d::ssmax(x, y, n, S<T>(0.3)); });
   add_kernel<T>(f, "ssmax(0.43, 0.1)",
-                [](const T* x, const T*, T* y, std::size_t n) { d::ssmax(x, y, n, T(0.43), T(0.1)); });
+                [](const T* x, const T*, T* y, std::size_t n) { d::ssmax(x, y, n, S<T>(0.43), S<T>(0.1)); });
 }
 template <class T>
 void family_calls_gumbel_noise(family<T>& f) {
@@ -131,9 +136,9 @@ void family_calls_gumbel_noise(family<T>& f) {
 template <class T>
 void family_calls_gumbel_softmax(family<T>& f) {
   add_kernel<T>(f, "gumbel_softmax",
-                [](const T* x, const T*, T* y, std::size_t n) { d::gumbel_softmax(x, y, n, T(0.5), 11); });
+                [](const T* x, const T*, T* y, std::size_t n) { d::gumbel_softmax(x, y, n, S<T>(0.5), 11); });
   add_kernel<T>(f, "gumbel_softmax/hard",
-                [](const T* x, const T*, T* y, std::size_t n) { d::gumbel_softmax(x, y, n, T(0.7), 42, true); });
+                [](const T* x, const T*, T* y, std::size_t n) { d::gumbel_softmax(x, y, n, S<T>(0.7), 42, true); });
 }
 template <class T>
 void family_calls_stablemax_backward(family<T>& f) {
@@ -159,7 +164,7 @@ void family_calls_entmax15(family<T>& f) {
 template <class T>
 void family_calls_entmax_bisect(family<T>& f) {
   add_kernel<T>(f, "entmax_bisect(1.25)",
-                [](const T* x, const T*, T* y, std::size_t n) { d::entmax_bisect(x, y, n, T(1.25)); });
+                [](const T* x, const T*, T* y, std::size_t n) { d::entmax_bisect(x, y, n, S<T>(1.25)); });
 }
 template <class T>
 void family_calls_sparsemax_backward(family<T>& f) {
@@ -174,12 +179,12 @@ void family_calls_entmax_backward(family<T>& f) {
   add_kernel<T>(f, "entmax_backward(1.5)",
                 after_forward<T>([](const T* x, T* y, std::size_t n) { d::entmax15(x, y, n); },
                                  [](const T*, const T* y, const T* dy, T* dx, std::size_t n) {
-                                   d::entmax_backward(y, dy, dx, n, T(1.5));
+                                   d::entmax_backward(y, dy, dx, n, S<T>(1.5));
                                  }));
   add_kernel<T>(f, "entmax_backward(1.25)",
-                after_forward<T>([](const T* x, T* y, std::size_t n) { d::entmax_bisect(x, y, n, T(1.25)); },
+                after_forward<T>([](const T* x, T* y, std::size_t n) { d::entmax_bisect(x, y, n, S<T>(1.25)); },
                                  [](const T*, const T* y, const T* dy, T* dx, std::size_t n) {
-                                   d::entmax_backward(y, dy, dx, n, T(1.25));
+                                   d::entmax_backward(y, dy, dx, n, S<T>(1.25));
                                  }));
 }
 template <class T>
@@ -211,7 +216,7 @@ void family_calls_topk_softmax(family<T>& f) {
 }
 template <class T>
 void family_calls_sigmoid_attention(family<T>& f) {
-  for (T b : {T(-2), T(-8)})
+  for (S<T> b : {S<T>(-2), S<T>(-8)})
     add_kernel<T>(f, "sigmoid_attention(" + std::to_string(static_cast<int>(b)) + ")",
                   [b](const T* x, const T*, T* y, std::size_t n) { d::sigmoid_attention(x, y, n, b); });
 }
@@ -229,11 +234,11 @@ void family_calls_multimax(family<T>& f) {
 template <class T>
 void family_calls_asentmax(family<T>& f) {
   add_kernel<T>(f, "asentmax(1.5)",
-                [](const T* x, const T*, T* y, std::size_t n) { d::asentmax(x, y, n, T(1.5), T(0.5), T(1)); });
+                [](const T* x, const T*, T* y, std::size_t n) { d::asentmax(x, y, n, S<T>(1.5), S<T>(0.5), S<T>(1)); });
 }
 template <class T>
 void family_calls_sigmoid_attention_backward(family<T>& f) {
-  for (T b : {T(-2), T(-8)})
+  for (S<T> b : {S<T>(-2), S<T>(-8)})
     add_kernel<T>(f, "sigmoid_attention_backward(" + std::to_string(static_cast<int>(b)) + ")",
                   after_forward<T>([b](const T* x, T* y, std::size_t n) { d::sigmoid_attention(x, y, n, b); },
                                    [b](const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
@@ -260,9 +265,9 @@ void family_calls_multimax_backward(family<T>& f) {
 template <class T>
 void family_calls_asentmax_backward(family<T>& f) {
   add_kernel<T>(f, "asentmax_backward(1.5)",
-                after_forward<T>([](const T* x, T* y, std::size_t n) { d::asentmax(x, y, n, T(1.5), T(0.5), T(1)); },
+                after_forward<T>([](const T* x, T* y, std::size_t n) { d::asentmax(x, y, n, S<T>(1.5), S<T>(0.5), S<T>(1)); },
                                  [](const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
-                                   d::asentmax_backward(x, y, dy, dx, n, T(1.5), T(0.5), T(1));
+                                   d::asentmax_backward(x, y, dy, dx, n, S<T>(1.5), S<T>(0.5), S<T>(1));
                                  }));
 }
 
@@ -329,7 +334,7 @@ void family_calls_softmax_opts(family<T>& f) {
   add_typed<T>(f, "softmax (options)",
                [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n, some_options<T>(n)); });
   add_typed<T>(f, "softmax (options, unit scale)",
-               [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n, some_options<T>(n, T(1))); });
+               [](const T* x, const T*, T* y, std::size_t n) { d::softmax(x, y, n, some_options<T>(n, S<T>(1))); });
   // (no sink: the sum can be below 1, the normalizing cut with it)
   add_typed<T>(f, "softmax (length)", [](const T* x, const T*, T* y, std::size_t n) {
     smax::softmax_options<T> so;
@@ -342,7 +347,7 @@ void family_calls_log_softmax_opts(family<T>& f) {
   add_typed<T>(f, "log_softmax (options)",
                [](const T* x, const T*, T* y, std::size_t n) { d::log_softmax(x, y, n, some_options<T>(n)); });
   add_typed<T>(f, "log_softmax (options, unit scale)",
-               [](const T* x, const T*, T* y, std::size_t n) { d::log_softmax(x, y, n, some_options<T>(n, T(1))); });
+               [](const T* x, const T*, T* y, std::size_t n) { d::log_softmax(x, y, n, some_options<T>(n, S<T>(1))); });
 }
 template <class T>
 void family_calls_softmax_backward_opts(family<T>& f) {
@@ -353,9 +358,9 @@ void family_calls_softmax_backward_opts(family<T>& f) {
                                 }));
   add_typed<T>(
       f, "softmax_backward (options, unit scale)",
-      after_forward<T>([](const T* x, T* y, std::size_t n) { d::softmax(x, y, n, some_options<T>(n, T(1))); },
+      after_forward<T>([](const T* x, T* y, std::size_t n) { d::softmax(x, y, n, some_options<T>(n, S<T>(1))); },
                        [](const T* x, const T* y, const T* dy, T* dx, std::size_t n) {
-                         d::softmax_backward(x, y, dy, dx, n, some_options<T>(n, T(1)));
+                         d::softmax_backward(x, y, dy, dx, n, some_options<T>(n, S<T>(1)));
                        }));
 }
 // Attention rows with every option: 2 heads of 2 query rows, a 2-row mask
@@ -364,17 +369,17 @@ void family_calls_softmax_backward_opts(family<T>& f) {
 template <class T>
 struct attention_case {
   std::vector<T> mask;
-  T sinks[2] = {T(1.5), T(-1)};
+  S<T> sinks[2] = {S<T>(1.5), S<T>(-1)};
   smax::attention_options<T> o;
-  attention_case(std::size_t cols, T scale) : mask(2 * cols) {
+  attention_case(std::size_t cols, S<T> scale) : mask(2 * cols) {
     for (std::size_t i = 0; i < mask.size(); ++i)
-      mask[i] = i % 7 == 3 ? -std::numeric_limits<T>::infinity() : -static_cast<T>(i % 5);
+      mask[i] = static_cast<T>(i % 7 == 3 ? -std::numeric_limits<S<T>>::infinity() : -static_cast<S<T>>(i % 5));
     o.scale = scale;
-    o.softcap = T(60);
+    o.softcap = S<T>(60);
     o.mask = smax::matrix_view<const T>(mask.data(), 2, cols);
     o.lengths = smax::causal(static_cast<std::ptrdiff_t>(cols / 2));
     o.heads = 2;
-    o.max_bias = T(8);
+    o.max_bias = S<T>(8);
     o.sinks = sinks;
   }
   attention_case(const attention_case&) = delete;
@@ -382,13 +387,13 @@ struct attention_case {
 // The attention rows at scale 0.7, and at 1 (some_options says why).
 template <class T, class F>
 void add_attention_scales(family<T>& f, const std::string& name, F call) {
-  for (const T scale : {T(0.7), T(1)})
-    add_typed<T>(f, name + (scale == T(1) ? " (attention rows, unit scale)" : " (attention rows)"),
+  for (const S<T> scale : {S<T>(0.7), S<T>(1)})
+    add_typed<T>(f, name + (scale == S<T>(1) ? " (attention rows, unit scale)" : " (attention rows)"),
                  [scale, call](const T* x, const T* dy, T* out, std::size_t n) { call(x, dy, out, n, scale); });
 }
 template <class T>
 void family_calls_batched_softmax_attention(family<T>& f) {
-  add_attention_scales<T>(f, "softmax", [](const T* x, const T*, T* y, std::size_t n, T scale) {
+  add_attention_scales<T>(f, "softmax", [](const T* x, const T*, T* y, std::size_t n, S<T> scale) {
     std::fill(y, y + n, T(0));
     const attention_case<T> c(n / 4, scale);
     d::softmax(rows_of(x, n), rows_of(y, n), c.o);
@@ -396,7 +401,7 @@ void family_calls_batched_softmax_attention(family<T>& f) {
 }
 template <class T>
 void family_calls_batched_log_softmax_attention(family<T>& f) {
-  add_attention_scales<T>(f, "log_softmax", [](const T* x, const T*, T* y, std::size_t n, T scale) {
+  add_attention_scales<T>(f, "log_softmax", [](const T* x, const T*, T* y, std::size_t n, S<T> scale) {
     std::fill(y, y + n, T(0));
     const attention_case<T> c(n / 4, scale);
     d::log_softmax(rows_of(x, n), rows_of(y, n), c.o);
@@ -404,7 +409,7 @@ void family_calls_batched_log_softmax_attention(family<T>& f) {
 }
 template <class T>
 void family_calls_batched_softmax_backward_attention(family<T>& f) {
-  add_attention_scales<T>(f, "softmax_backward", [](const T* x, const T* dy, T* dx, std::size_t n, T scale) {
+  add_attention_scales<T>(f, "softmax_backward", [](const T* x, const T* dy, T* dx, std::size_t n, S<T> scale) {
     std::vector<T> y(n, T(0));
     std::fill(dx, dx + n, T(0));
     const attention_case<T> c(n / 4, scale);

@@ -1,13 +1,13 @@
 // No subnormal arithmetic (exp.hpp): on logits whose exponentials reach
 // below the smallest normal number (normal(0, 20), uniform(+-150) floats;
 // uniform(+-1500) doubles; values near zero beside large ones), every kernel
-// of the family
+// of the family, on float, double and (those logits rounded) bf16 and fp16,
 //   * writes no subnormal output (each is 0 or at least the smallest normal),
 //   * gives the same bits with FTZ/DAZ set as without (x86): FTZ/DAZ change
 //     only operations that form or read subnormals, so equal bits on such
 //     inputs mean that none of those reached the results,
 //   * reads or forms no subnormal anywhere (x86's denormal-operand and
-//     underflow flags), and
+//     underflow flags; fp16 the first only: forbidden_flags), and
 //   * stays within the accuracy contract (softmax against long double).
 // The speed side (an Intel core takes a microcode assist per subnormal
 // operation) is measured by bench/bench_subnormal.cpp.
@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 
 #include "common.hpp"
 #include "family.hpp"
@@ -60,7 +61,8 @@ struct subnormal_flags {
   static constexpr unsigned bits = 0x12u;
   // (trap: also unmask the two exceptions, MXCSR bits 8 and 11, so that the
   // first such operation raises SIGFPE at its instruction: run under gdb)
-  explicit subnormal_flags(bool trap) {
+  // watched: the flags raised() reads (both, or denormal operand only).
+  explicit subnormal_flags(bool trap, unsigned watched_flags = bits) : watched(watched_flags) {
 #if defined(__SSE2__) && defined(__OPTIMIZE__)
     saved = _mm_getcsr();
     _mm_setcsr((saved & ~bits) & ~(trap ? 0x900u : 0u));
@@ -75,13 +77,21 @@ struct subnormal_flags {
   }
   bool raised() const {
 #if defined(__SSE2__) && defined(__OPTIMIZE__)
-    return (_mm_getcsr() & bits) != 0;
+    return (_mm_getcsr() & watched) != 0;
 #else
     return false;
 #endif
   }
+  unsigned watched;
   unsigned saved = 0;
 };
+
+// The flags a call on T may not raise. fp16: denormal operand only. Its
+// outputs below 2^-14 are fp16 subnormals (normal floats, within the
+// contract), and forming one raises underflow in the conversion itself
+// (F16C's vcvtps2ph, with or without FTZ: AMD EPYC Zen 5).
+template <class T>
+constexpr unsigned forbidden_flags = std::is_same<T, smax::fp16>::value ? 0x02u : subnormal_flags::bits;
 
 constexpr bool have_ftz =
 #if defined(__SSE2__)
@@ -160,6 +170,38 @@ template <class T>
 bool is_subnormal(T v) {
   return v != T(0) && std::fabs(v) < std::numeric_limits<T>::min();
 }
+// (a bf16 subnormal is a float one; an fp16 output below 2^-14 is an fp16
+// subnormal, a normal float: the rule is about the float arithmetic)
+bool is_subnormal(smax::bf16 v) { return is_subnormal(static_cast<float>(v)); }
+bool is_subnormal(smax::fp16 v) { return is_subnormal(static_cast<float>(v)); }
+
+// The logits of `kind` as T: the 16-bit types take the float logits
+// rounded once (fp16: beyond 65504 they are +-inf, below 2^-24 zero).
+template <class T>
+std::vector<T> logits_of(std::size_t n, int kind, std::uint64_t seed) {
+  return wide_logits<T>(n, kind, seed);
+}
+template <class H>
+std::vector<H> rounded(const std::vector<float>& f) {
+  std::vector<H> h(f.size());
+  for (std::size_t i = 0; i < f.size(); ++i) h[i] = H(f[i]);
+  return h;
+}
+template <>
+std::vector<smax::bf16> logits_of<smax::bf16>(std::size_t n, int kind, std::uint64_t seed) {
+  return rounded<smax::bf16>(wide_logits<float>(n, kind, seed));
+}
+template <>
+std::vector<smax::fp16> logits_of<smax::fp16>(std::size_t n, int kind, std::uint64_t seed) {
+  return rounded<smax::fp16>(wide_logits<float>(n, kind, seed));
+}
+template <class T>
+std::vector<T> unit_normal(std::size_t n, std::uint64_t seed) {
+  if constexpr (std::is_floating_point<T>::value)
+    return smax_test::normal<T>(n, 1.0, seed);
+  else
+    return rounded<T>(smax_test::normal<float>(n, 1.0, seed));
+}
 
 // Open (docs/guarantees.md): stablemax_backward's s(x) = 1 / (1 - x) and
 // its products are formed below the normal range for x beyond -2^126 (kind
@@ -184,8 +226,8 @@ bool open_on_isa(const smax_test::family_call<T>& c, int kind, const std::string
 // Every function of `calls` on `kind`'s logits of length n, on every ISA.
 template <class T>
 void check_rows(const smax_test::family<T>& calls, int kind, std::size_t n) {
-  const std::vector<T> x = wide_logits<T>(n, kind, 1000 + n + kind);
-  std::vector<T> dy = smax_test::normal<T>(n, 1.0, 77 + n);
+  const std::vector<T> x = logits_of<T>(n, kind, 1000 + n + kind);
+  std::vector<T> dy = unit_normal<T>(n, 77 + n);
   for (std::size_t i = 0; i < n; i += 7) dy[i] = T(0);
   for (const std::string& isa : smax_test::isas()) {
     smax_test::use_isa scope(isa);
@@ -194,7 +236,7 @@ void check_rows(const smax_test::family<T>& calls, int kind, std::size_t n) {
       CAPTURE(isa, k.name, kind, n);
       std::vector<T> ieee(n), flushed(n);
       {
-        const subnormal_flags flag(std::getenv("SMAX_TEST_SUBNORMAL_TRAP") != nullptr);
+        const subnormal_flags flag(std::getenv("SMAX_TEST_SUBNORMAL_TRAP") != nullptr, forbidden_flags<T>);
         k.run(x.data(), dy.data(), ieee.data(), n);
         if (flag.raised())
           FAIL_CHECK("reads or forms a subnormal: " << isa << " " << k.name << " kind " << kind << " n " << n);
@@ -254,6 +296,11 @@ void check_past_cache() {
 
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (float)", "[subnormal]") { check_all<float>(); }
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (double)", "[subnormal]") { check_all<double>(); }
+// Every function on bf16 / fp16 arrays, the same logits rounded to 16 bits.
+TEMPLATE_TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (16-bit)", "[subnormal][half]", smax::bf16,
+                   smax::fp16) {
+  check_all<TestType>();
+}
 TEMPLATE_TEST_CASE("no subnormal output past the cache: sa_softmax", "[subnormal][large]", float, double) {
   check_past_cache<TestType>();
 }
@@ -262,13 +309,51 @@ TEMPLATE_TEST_CASE("no subnormal output past the cache: sa_softmax", "[subnormal
 // the smallest normal number, with entries closer to it than that number:
 // x - m would be subnormal there (found by the sanitized build at -O1,
 // logits |normal(0, 1)| 2^-120, n = 16388). No flag, the same bits with
-// FTZ/DAZ, and the long-double result: within 2^-22 relative, or 1e-30
-// absolute for the outputs below it (0 included).
+// FTZ/DAZ, and the long-double result: within `rel` relative, or 1e-30
+// absolute for the outputs below it (0 included). `call(y)` writes y.
+template <class Y, class Call>
+void check_tiny_log_rows(const std::vector<long double>& ref, long double rel, Call&& call) {
+  const std::size_t n = ref.size();
+  std::vector<Y> y(n), flushed(n);
+  {
+    const subnormal_flags flag(false);
+    call(y.data());
+    CHECK_FALSE(flag.raised());
+  }
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    long double v;
+    if constexpr (std::is_floating_point<Y>::value)
+      v = y[i];
+    else
+      v = static_cast<float>(y[i]);
+    const long double err = std::fabs(v - ref[i]);
+    bad += std::fabs(ref[i]) > 1e-30L ? !(err <= rel * std::fabs(ref[i])) : !(err <= 1e-30L);
+  }
+  CHECK(bad == 0);
+  if (have_ftz) {
+    {
+      fp_flush_scope ftz(true);
+      call(flushed.data());
+    }
+    CHECK(std::memcmp(y.data(), flushed.data(), n * sizeof(Y)) == 0);
+  }
+}
+
+// The row lengths: short, in cache, and (where the cap allows) past the
+// batched form's split into blocks (2^18 columns).
+std::vector<std::size_t> tiny_log_lengths() {
+  std::vector<std::size_t> ns{2, 3, 17, 4099, 16388};
+  if (smax_test::max_n() >= 262147) ns.push_back(262147);
+  return ns;
+}
+
+// (long double's log-probabilities of T's values: ref_log_softmax widens)
 TEMPLATE_TEST_CASE("log_softmax of logits all below 2^-100: no subnormal difference", "[subnormal]", float, double) {
   using T = TestType;
   const T mn = std::numeric_limits<T>::min();
   const T m = T(1.5) * std::ldexp(mn, 20);
-  for (std::size_t n : {std::size_t(2), std::size_t(3), std::size_t(17), std::size_t(4099), std::size_t(16388)}) {
+  for (std::size_t n : tiny_log_lengths()) {
     std::vector<T> x(n);
     for (std::size_t i = 0; i < n; ++i) x[i] = m - static_cast<T>(i % 7) * (mn / 4);  // (exact)
     x[n - 1] = T(-200);  // n = 2: the log-sum below the smallest normal number
@@ -277,25 +362,38 @@ TEMPLATE_TEST_CASE("log_softmax of logits all below 2^-100: no subnormal differe
     for (const std::string& isa : smax_test::isas()) {
       smax_test::use_isa scope(isa);
       CAPTURE(isa, n);
-      std::vector<T> y(n), flushed(n);
-      {
-        const subnormal_flags flag(false);
-        smax::dynamic::log_softmax(x.data(), y.data(), n);
-        CHECK_FALSE(flag.raised());
-      }
-      std::size_t bad = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const long double err = std::fabs(static_cast<long double>(y[i]) - ref[i]);
-        bad += std::fabs(ref[i]) > 1e-30L ? !(err <= 0x1p-22L * std::fabs(ref[i])) : !(err <= 1e-30L);
-      }
-      CHECK(bad == 0);
-      if (have_ftz) {
-        {
-          fp_flush_scope ftz(true);
-          smax::dynamic::log_softmax(x.data(), flushed.data(), n);
-        }
-        CHECK(std::memcmp(y.data(), flushed.data(), n * sizeof(T)) == 0);
-      }
+      check_tiny_log_rows<T>(ref, 0x1p-22L, [&](T* y) { smax::dynamic::log_softmax(x.data(), y, n); });
+      // one row of the batched form (blocks of the row beyond 2^18)
+      check_tiny_log_rows<T>(ref, 0x1p-22L, [&](T* y) {
+        smax::dynamic::log_softmax(smax::matrix_view<const T>(x.data(), 1, n), smax::matrix_view<T>(y, 1, n));
+      });
+    }
+  }
+}
+
+// The 16-bit log_softmax (bf16 has float's range) on such rows: entries k
+// 2^-127 apart below a max of 1.5 2^-120, bf16 outputs within half a bf16
+// ulp (2^-8 relative, and the float kernel's 2^-22) and float outputs at
+// the float bound.
+TEST_CASE("16-bit log_softmax of logits all below 2^-100: no subnormal difference", "[subnormal][half]") {
+  using smax::bf16;
+  const float m = std::ldexp(1.5f, -120);
+  for (std::size_t n : tiny_log_lengths()) {
+    std::vector<float> xf(n);
+    for (std::size_t i = 0; i < n; ++i) xf[i] = m - static_cast<float>(i % 7) * std::ldexp(1.0f, -127);
+    xf[n - 1] = -200.0f;
+    if (n > 3) xf[n / 2] = -3.0f;
+    const std::vector<bf16> x = rounded<bf16>(xf);
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(static_cast<float>(x[i]) == xf[i]);  // (exact in bf16)
+    const std::vector<long double> ref = smax_test::ref_log_softmax(xf);
+    for (const std::string& isa : smax_test::isas()) {
+      smax_test::use_isa scope(isa);
+      CAPTURE(isa, n);
+      check_tiny_log_rows<bf16>(ref, 0x1p-8L + 0x1p-22L, [&](bf16* y) { smax::dynamic::log_softmax(x.data(), y, n); });
+      check_tiny_log_rows<float>(ref, 0x1p-22L, [&](float* y) { smax::dynamic::log_softmax(x.data(), y, n); });
+      check_tiny_log_rows<bf16>(ref, 0x1p-8L + 0x1p-22L, [&](bf16* y) {
+        smax::dynamic::log_softmax(smax::matrix_view<const bf16>(x.data(), 1, n), smax::matrix_view<bf16>(y, 1, n));
+      });
     }
   }
 }

@@ -216,13 +216,14 @@ void softmax_opts(const T* x, T* y, std::size_t n, const softmax_options<T>& o, 
   s += exp_flushed(static_cast<double>(o.sink) - shift);  // 0 for no sink
   if (log) {
     // log sum e^(z - M) >= 0: M is a z or the sink, whose term is 1.
-    const B Mb(M), lb(static_cast<T>(std::max(std::log(s) + shift - static_cast<double>(M), 0.0)));
-    if (recompute) {  // (never with a mask in the log form: z is x scale here)
-      const score_transform<A, T, false, false> z(o);
-      map<A>(x, y, len, [=](B v) SMAX_LAMBDA_INLINE { return (opaque<A, T>(z(v, B(T(0)))) - Mb) - lb; });
-    } else {
-      map<A>(y, y, len, [=](B v) SMAX_LAMBDA_INLINE { return (v - Mb) - lb; });
-    }
+    with_log_probability<A>(M, std::log(s) + shift - static_cast<double>(M), [&](auto f) {
+      if (recompute) {  // (never with a mask in the log form: z is x scale here)
+        const score_transform<A, T, false, false> z(o);
+        map<A>(x, y, len, [=](B v) SMAX_LAMBDA_INLINE { return f(opaque<A, T>(z(v, B(T(0))))); });
+      } else {
+        map<A>(y, y, len, f);
+      }
+    });
   } else {
     // Products that would be subnormal are 0: compare before multiplying.
     const B inv(static_cast<T>(1.0 / s));

@@ -266,8 +266,7 @@ bool softmax_blocked_two_pass(const T* x, T* y, std::size_t n, executor& ex, res
   };
   if (log) {
     const double lse = std::log(s) - minus_e_ln2(static_cast<double>(M), static_cast<double>(E));
-    const B mb(M), lb(static_cast<T>(std::max(lse, 0.0)));  // >= 0, as log_softmax
-    write([=](B v) { return (v - mb) - lb; }, std::false_type{});
+    with_log_probability<A>(M, lse, [&](auto f) { write(f, std::false_type{}); });
   } else {
     const auto e = exp_ref<A, T>(-single_pass_limits<T>::limit, E, static_cast<T>(1.0 / s));
     write([=](B v) { return e(v); }, std::integral_constant<bool, staged>{});

@@ -507,11 +507,12 @@ void softmax(const T* x, T* y, std::size_t n, algorithm a) noexcept {
   }
 }
 
-// log_softmax: y = (x - m) - log(sum e^(x - m)); the log of the sum is taken
-// in double, from sum(e^x 2^-E) (see softmax_three_pass):
-// log sum e^(x - m) = log sum(e^x 2^-E) - (m - E ln2).
-template <class A, class T>
-SMAX_INLINE void log_softmax_write(const T* x, T* y, std::size_t n, T m, double lse) noexcept {
+// Calls g(f) with f(v) = v's log-probability, (v - m) - l, l = max(lse, 0)
+// the log of the row's sum of e^(x - m), for every v of a row whose max is
+// m: formed without a subnormal operand or result (every log form's write:
+// log_softmax, its blocked rows, the attention rows, the 16-bit kernels).
+template <class A, class T, class G>
+SMAX_INLINE void with_log_probability(T m, double lse, G&& g) {
   using B = xsimd::batch<T, A>;
   constexpr T tiny = std::numeric_limits<T>::min() * static_cast<T>(std::uint64_t(1) << (exp_constants<T>::mantissa_bits + 2));
   // The true log-sum is >= 0 (the max's own term is 1); its rounding may
@@ -522,21 +523,21 @@ SMAX_INLINE void log_softmax_write(const T* x, T* y, std::size_t n, T m, double 
   const double l = std::max(lse, 0.0);
   if (!(std::fabs(m) < tiny)) {
     const B mb(m), lb(l < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : static_cast<T>(l));
-    return map<A>(x, y, n, [=](B v) { return (v - mb) - lb; });
+    return g([=](B v) SMAX_LAMBDA_INLINE { return (v - mb) - lb; });
   }
   // A max below 2^(mantissa bits + 2) times the smallest normal number:
-  // x - m can be subnormal (two such numbers closer than that), so y =
-  // x - c, c = m + l rounded once, and where both x and c are that small,
+  // v - m can be subnormal (two such numbers closer than that), so f(v) =
+  // v - c, c = m + l rounded once, and where both v and c are that small,
   // the difference taken scaled by 2^(mantissa bits + 9), exactly, and 0
   // where it lies below the normal range (found by the sanitized tests at
   // -O1: logits |normal(0, 1)| 2^-120, log_softmax's DE flag).
   T c = static_cast<T>(static_cast<double>(m) + l);
   if (std::fabs(c) < std::numeric_limits<T>::min()) c = T(0);
   const B cb(c);
-  if (!(std::fabs(c) < tiny)) return map<A>(x, y, n, [=](B v) { return v - cb; });
+  if (!(std::fabs(c) < tiny)) return g([=](B v) SMAX_LAMBDA_INLINE { return v - cb; });
   constexpr T up = static_cast<T>(std::uint64_t(1) << (exp_constants<T>::mantissa_bits + 9));
   const B tinyb(tiny), upb(up), downb(T(1) / up), cut(std::numeric_limits<T>::min() * up), cs(c * up);
-  map<A>(x, y, n, [=](B v) {
+  g([=](B v) SMAX_LAMBDA_INLINE {
     // (each side's operands set to harmless values on the other's lanes:
     // both sides are computed)
     const auto in_tiny = xsimd::abs(v) < tinyb;
@@ -544,6 +545,14 @@ SMAX_INLINE void log_softmax_write(const T* x, T* y, std::size_t n, T m, double 
     const B scaled_back = xsimd::select(xsimd::abs(r) >= cut, r * downb, B(T(0)));
     return xsimd::select(in_tiny, scaled_back, xsimd::select(in_tiny, B(T(1)), v) - cb);
   });
+}
+
+// log_softmax: y = (x - m) - log(sum e^(x - m)); the log of the sum is taken
+// in double, from sum(e^x 2^-E) (see softmax_three_pass):
+// log sum e^(x - m) = log sum(e^x 2^-E) - (m - E ln2).
+template <class A, class T>
+SMAX_INLINE void log_softmax_write(const T* x, T* y, std::size_t n, T m, double lse) noexcept {
+  with_log_probability<A>(m, lse, [&](auto f) { map<A>(x, y, n, f); });
 }
 
 // Two reads: the max and sum(e^x 2^-E) in one (two_pass_sum), then the

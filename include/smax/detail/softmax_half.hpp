@@ -262,8 +262,8 @@ void softmax_half_three_pass(const H* x, Y* y, std::size_t n, result_form form) 
     });
     rest *= scale_rest;
     if (!(rest == rest)) return fill(y, n, from_float<Y>(std::numeric_limits<float>::quiet_NaN()));
-    const B lb(static_cast<float>(std::log(c) + std::log1p(rest / c)));
-    map_half<A, narrow_input::any>(x, y, n, [=](B v) { return (v - mb) - lb; });
+    with_log_probability<A>(m, std::log(c) + std::log1p(rest / c),
+                            [&](auto g) { map_half<A, narrow_input::any>(x, y, n, g); });
   };
   if (use_split(m)) {
     double r;
