@@ -6,11 +6,17 @@
 // runs on these logits twice, in the default FP environment ("ieee") and
 // with FTZ/DAZ set ("ftz"), registered side by side: their times should
 // match. "subnormal/<kernel>/<ieee|ftz>/f32/<isa>/<n>"; the peers in their
-// own files ("<peer>/softmax_wide/...") take the same input.
+// own files ("<peer>/softmax_wide/...") take the same input. The 16-bit
+// forms take those logits rounded to bf16 / fp16 (float terms below FLT_MIN
+// all the same): "subnormal/<kernel>16/<ieee|ftz>/<bf16|fp16>/<isa>/<n>",
+// n 16-bit elements, on the widest ISA.
 #include <smax/dynamic.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "common.hpp"
 
@@ -71,6 +77,34 @@ const float* wide_softmax(const float* x, std::size_t n) {
   return y.get() + (x - base);
 }
 
+template <class H>
+void register_half_pairs() {
+  struct half_entry {
+    const char* name;
+    smax_bench::mem_traffic traffic;  // (as bench_half.cpp's)
+    std::function<void(const H*, H*, std::size_t)> run;
+  };
+  const std::vector<half_entry> entries = {
+      {"softmax16", {2, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::softmax(x, y, n); }},
+      {"log_softmax16", {3, 1}, [](const H* x, H* y, std::size_t n) { smax::dynamic::log_softmax(x, y, n); }},
+  };
+  if (smax_bench::compiled_isas().empty()) return;
+  for (const auto& e : entries) {
+    for (int ftz = 0; ftz < 2; ++ftz) {
+      smax_bench::kernel<float> k;
+      k.name = std::string("subnormal/") + e.name + (ftz ? "/ftz" : "/ieee");
+      k.traffic = e.traffic;
+      const auto run = e.run;
+      k.run = [run, ftz](const float* x, float* y, std::size_t m) {
+        fp_env env(ftz != 0);
+        run(smax_bench::half_input<H, true>(x), reinterpret_cast<H*>(y), 2 * m);
+      };
+      smax_bench::register_half_sizes<H>(k, smax_bench::compiled_isas().front(), true,
+                                         {std::size_t(65536), std::size_t(64) << 20});
+    }
+  }
+}
+
 SMAX_BENCH_REGISTER(subnormal) {
   const std::vector<entry> entries = {
       {"softmax/automatic", {2, 1}, [](const float* x, float* y, std::size_t n) { smax::dynamic::softmax(x, y, n); }},
@@ -103,6 +137,8 @@ SMAX_BENCH_REGISTER(subnormal) {
       smax_bench::register_per_isa(k, ns);
     }
   }
+  register_half_pairs<smax::bf16>();
+  register_half_pairs<smax::fp16>();
   // Batched rows (2048 x 32768, one thread), the shape of the rows.
   for (const std::string& isa : smax_bench::compiled_isas()) {
     for (int ftz = 0; ftz < 2; ++ftz) {

@@ -550,8 +550,9 @@ void run_threaded_kernel(benchmark::State& state, const kernel<T>& k, const std:
 
 // The float arena's logits (N(0, 3^2)) rounded to H, at the same byte
 // offsets: half_input<H>(x) maps a pointer into the float arena to the
-// 16-bit copy of the logits that starts at the same byte.
-template <class H>
+// 16-bit copy of the logits that starts at the same byte. Wide: those
+// logits scaled to N(0, 20^2) first, as wide_input's (bench_subnormal.cpp).
+template <class H, bool Wide = false>
 const H* half_input(const float* x) {
   static const std::unique_ptr<void, free_deleter> arena16 = [] {
     auto p = touched(arena_bytes);
@@ -561,6 +562,8 @@ const H* half_input(const float* x) {
     std::vector<float> f(chunk);
     for (std::size_t o = 0; o < n; o += chunk) {
       fill_logits(f.data(), chunk, 7 + o / chunk);
+      if (Wide)
+        for (float& v : f) v *= 20.0f / 3.0f;
       smax::dynamic::convert(f.data(), h + o, std::min(chunk, n - o));
     }
     return p;
@@ -596,13 +599,15 @@ std::string half_sum_check(const float* x, const float* y, std::size_t m, bool s
 }
 
 // Registers "<k.name>/<bf16|fp16>/<isa>/<n>" for n 16-bit elements at 4K,
-// 64K, 1M and 64M: k runs on n/2 floats' slots (the same bytes; k.run gets
-// n/2 and passes half_input<H>(x) on), its roofline is that of the same
-// bytes, and items_per_second counts 16-bit elements.
+// 64K, 1M and 64M (or `sizes`): k runs on n/2 floats' slots (the same
+// bytes; k.run gets n/2 and passes half_input<H>(x) on), its roofline is
+// that of the same bytes, and items_per_second counts 16-bit elements.
 template <class H>
-void register_half_sizes(const kernel<float>& k, const std::string& isa, bool route_isa) {
+void register_half_sizes(const kernel<float>& k, const std::string& isa, bool route_isa,
+                         const std::vector<std::size_t>& sizes = {std::size_t(4096), std::size_t(65536),
+                                                                  std::size_t(1) << 20, std::size_t(64) << 20}) {
   const std::string base = k.name + "/" + half_name<H>() + "/" + isa;
-  for (std::size_t n : {std::size_t(4096), std::size_t(65536), std::size_t(1) << 20, std::size_t(64) << 20}) {
+  for (std::size_t n : sizes) {
     const std::string full = base + "/" + std::to_string(n);
     benchmark::RegisterBenchmark(base.c_str(),
                                  [k, isa, route_isa, n, full](benchmark::State& state) {
