@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "exp.hpp"
@@ -28,23 +29,34 @@ namespace detail {
 template <class A, class T>
 struct softmax_backward_term {
   using B = xsimd::batch<T, A>;
-  B dot, big;
-  bool dot_big;
-  explicit softmax_backward_term(T dot_s) noexcept
-      : dot(dot_s),
-        big(big_value()),
-        dot_big(!(std::fabs(dot_s) < big_value()) || dot_s == T(0)) {}
+  B dot, y_floor;
+  explicit softmax_backward_term(T dot_s) noexcept : dot(dot_s), y_floor(fast_floor(dot_s)) {}
   // 2^(min_exponent / 2): products of two values at least this large are normal
   static T big_value() noexcept { return static_cast<T>(std::ldexp(1.0, std::numeric_limits<T>::min_exponent / 2)); }
+  // The least |y| the fast path takes: y dot and y (b - dot) are then 0
+  // or normal. A nonzero b - dot exceeds |dot| 2^-digits / 2 (b at least
+  // |dot| / 2: both are multiples of ulp(dot) / 2; below, it exceeds
+  // |dot| / 2), so |y dot| >= lift = min 2^(digits + 1) suffices: y >=
+  // lift / |dot|, and at least big_value() (rows with |dot| >= lift / big
+  // take exactly that). A dot of 0 (or subnormal) takes no y but 0: there
+  // y dy alone could be subnormal (dy ~ 2^-1000 with dot 0: double,
+  // test_subnormal). A NaN or infinite dot: big_value(), as before.
+  static T fast_floor(T dot_s) noexcept {
+    constexpr T lift =
+        std::numeric_limits<T>::min() * static_cast<T>(std::uint64_t(1) << (std::numeric_limits<T>::digits + 1));
+    const T d = std::fabs(dot_s), big = big_value();
+    if (!(d < lift / big)) return big;
+    if (d >= std::numeric_limits<T>::min()) return lift / d;
+    return std::numeric_limits<T>::infinity();
+  }
   // The dot product itself, its products kept normal.
   static T dot_of(const T* y, const T* dy, std::size_t n) noexcept {
     return finite_mean<T>(dot_normal<A>(y, dy, n));
   }
   SMAX_INLINE B operator()(B a, B b) const noexcept {
-    // Fast path: every y of the vector 0 or at least 2^(bias/2) above the
-    // smallest normal number, and |dot| too (or 0), so that y dot is normal
-    // and only b within 2^-(bias/2) of dot could make the result small.
-    if (dot_big && xsimd::all((xsimd::abs(a) >= big) | (a == B(T(0))))) return fma_<A, T>(a, b, -(a * dot));
+    // Fast path: every y of the vector 0 or at least y_floor, so that y dot
+    // and the result are 0 or normal (fast_floor).
+    if (xsimd::all((xsimd::abs(a) >= y_floor) | (a == B(T(0))))) return fma_<A, T>(a, b, -(a * dot));
     // Here dx = a0 (b - dot), a0 zeroed where that product could be below
     // the normal range; where b - dot overflows, the two-product form.
     const B g = b - dot;
