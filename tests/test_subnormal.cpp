@@ -20,6 +20,7 @@
 
 #include "common.hpp"
 #include "family.hpp"
+#include "half_common.hpp"
 
 #if defined(__SSE2__)
 #include <pmmintrin.h>
@@ -175,32 +176,28 @@ bool is_subnormal(T v) {
 bool is_subnormal(smax::bf16 v) { return is_subnormal(static_cast<float>(v)); }
 bool is_subnormal(smax::fp16 v) { return is_subnormal(static_cast<float>(v)); }
 
-// The logits of `kind` as T: the 16-bit types take the float logits
-// rounded once (fp16: beyond 65504 they are +-inf, below 2^-24 zero).
-template <class T>
-std::vector<T> logits_of(std::size_t n, int kind, std::uint64_t seed) {
-  return wide_logits<T>(n, kind, seed);
-}
 template <class H>
 std::vector<H> rounded(const std::vector<float>& f) {
   std::vector<H> h(f.size());
   for (std::size_t i = 0; i < f.size(); ++i) h[i] = H(f[i]);
   return h;
 }
-template <>
-std::vector<smax::bf16> logits_of<smax::bf16>(std::size_t n, int kind, std::uint64_t seed) {
-  return rounded<smax::bf16>(wide_logits<float>(n, kind, seed));
+// The logits of `kind` as T: the 16-bit types take the float logits
+// rounded once (fp16: beyond 65504 they are +-inf, below 2^-24 zero).
+template <class T>
+std::vector<T> logits_of(std::size_t n, int kind, std::uint64_t seed) {
+  if constexpr (std::is_floating_point<T>::value)
+    return wide_logits<T>(n, kind, seed);
+  else
+    return rounded<T>(wide_logits<float>(n, kind, seed));
 }
-template <>
-std::vector<smax::fp16> logits_of<smax::fp16>(std::size_t n, int kind, std::uint64_t seed) {
-  return rounded<smax::fp16>(wide_logits<float>(n, kind, seed));
-}
+// normal(0, 1) as T (the 16-bit types: the float values rounded once)
 template <class T>
 std::vector<T> unit_normal(std::size_t n, std::uint64_t seed) {
   if constexpr (std::is_floating_point<T>::value)
     return smax_test::normal<T>(n, 1.0, seed);
   else
-    return rounded<T>(smax_test::normal<float>(n, 1.0, seed));
+    return smax_test::logits<T>(n, 1.0, seed);
 }
 
 // Open (docs/guarantees.md): stablemax_backward's s(x) = 1 / (1 - x) and
