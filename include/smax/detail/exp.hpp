@@ -498,6 +498,32 @@ SMAX_INLINE xsimd::batch<T, A> mul_normal(xsimd::batch<T, A> a, xsimd::batch<T, 
   return keep_if_normal_product<A, T>(a, b) * b;
 }
 
+// d - m for one vector with no subnormal formed, for an m with
+// 0 < |m| < 2^(digits) min (below, m = 0 and m at least that bound take
+// d - m as it is: two values of ulp >= min, or one far larger than the
+// other, differ by 0 or a normal number). Entries with |d| < 2^(digits + 1)
+// min are subtracted scaled by 2^digits, where their difference is a
+// multiple of min, and give 0 where it lies below the normal range (the
+// contract's outputs below FLT_MIN); the others take d - m (normal).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> difference_normal_or_zero(xsimd::batch<T, A> d, xsimd::batch<T, A> m) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr int p = exp_constants<T>::mantissa_bits + 1;
+  const B up(std::ldexp(T(1), p)), down(std::ldexp(T(1), -p));
+  const auto small = xsimd::abs(d) < B(std::ldexp(std::numeric_limits<T>::min(), p + 1));
+  const B large = xsimd::select(small, B(T(0)), d) - m;
+  B scaled = xsimd::select(small, d, B(T(0))) * up - m * up;
+  scaled = xsimd::select(xsimd::abs(scaled) >= B(std::numeric_limits<T>::min() * std::ldexp(T(1), p)), scaled, B(T(0)));
+  return xsimd::select(small, scaled * down, large);
+}
+
+// Whether d - m is 0 or normal (or not finite) for every normal d, so
+// that difference_normal_or_zero is not needed (NaN and inf m too).
+template <class T>
+bool difference_always_normal(T m) noexcept {
+  return m == T(0) || !(std::fabs(m) < std::ldexp(std::numeric_limits<T>::min(), exp_constants<T>::mantissa_bits + 1));
+}
+
 // a * t for a term t (+0 or a normal number, as the exps give), or +0 where
 // that product may fall below the smallest normal number (never formed).
 // a: normal, +-0 or -inf (-inf beside t = 0, an exp's flushed term, gives

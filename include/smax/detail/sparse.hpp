@@ -950,28 +950,130 @@ inline double support_sum_scale(std::size_t n) noexcept {
   return std::ldexp(1.0, -std::ilogb(static_cast<double>(n)) - 1);
 }
 
+// The mean of dy over the support (y > 0; 0 where it is empty) where
+// support_mean's scaled sum overflows, with no subnormal formed or read.
+// Float on x86: dy added in double lanes, where no scale is needed (n float
+// values cannot overflow a double) and every partial sum is a multiple of
+// 2^-149, far above double's smallest normal number; the blocks'
+// sums compensated. Elsewhere dy 2^-k (2^k > n: no overflow), and in
+// double the dy below 2^(digits - 1 + k) min are dropped, so that every
+// term is a multiple of min and no lane sum cancels to a subnormal (the
+// sum's absolute error: under n 2^-969, far below the contract's 1e-30);
+// float on NEON keeps every term (dropping would cost accuracy at
+// |dy| ~ 2^-95). y and dy may be 16-bit (widened as loaded; T float).
+template <class A, class S, class T = compute_t<S>>
+double support_mean_exact(const S* y, const S* dy, std::size_t n) noexcept {
+  if constexpr (dot_in_double_v<A, T>) {
+    using B = xsimd::batch<float, A>;
+    using D = xsimd::batch<double, A>;
+    // (blocks of 2^14: a block's double lane sums lose nothing that
+    // matters, its counts stay exact in float, and the flush between
+    // blocks, at 256 a quarter of the pass's time in cache, is rare)
+    constexpr std::size_t W = B::size, block = std::size_t(1) << 14;
+    const B zero(0.0f), one(1.0f);
+    neumaier_sum total;
+    double c = 0;
+    std::size_t i = 0;
+    // dy on the support, its count added to cnt
+    const auto on_support = [&](B vy, B vd, B& cnt) SMAX_LAMBDA_INLINE {
+      const auto pos = vy > zero;
+      cnt += xsimd::select(pos, one, zero);
+      return xsimd::select(pos, vd, zero);
+    };
+    while (i < n) {
+      // (four double accumulators, as sum_of_pairs_normal: two chains were
+      // bound by the adds' latency; a block's counts are exact in float)
+      D s0(0.0), s1(0.0), s2(0.0), s3(0.0), lo, hi;
+      B c0(0.0f), c1(0.0f);
+      const std::size_t end = i + std::min(block, n - i);
+      for (; i + 2 * W <= end; i += 2 * W) {
+        widen_halves<A>(on_support(load_as<A, float>(y + i), load_as<A, float>(dy + i), c0), lo, hi);
+        s0 += lo;
+        s1 += hi;
+        widen_halves<A>(on_support(load_as<A, float>(y + i + W), load_as<A, float>(dy + i + W), c1), lo, hi);
+        s2 += lo;
+        s3 += hi;
+      }
+      for (; i < end; i += W) {
+        // (the padding lanes read y = 0: outside the support)
+        const std::size_t r = std::min(W, end - i);
+        widen_halves<A>(on_support(load_as_partial<A, float>(y + i, r, 0.0f), load_as_partial<A, float>(dy + i, r, 0.0f), c0),
+                        lo, hi);
+        s0 += lo;
+        s1 += hi;
+      }
+      total.add(xsimd::hadd((s0 + s2) + (s1 + s3)));
+      c += hsum<A>(c0 + c1);
+    }
+    return c > 0 ? total.value() / c : 0.0;
+  } else {
+    using B = xsimd::batch<T, A>;
+    const B zero(T(0)), one(T(1));
+    double count = 0, sum = 0;
+    const double scale = support_sum_scale(n);
+    const B sc(static_cast<T>(scale));
+    constexpr bool drop = std::is_same<T, double>::value;
+    const B cut(drop ? std::ldexp(std::numeric_limits<T>::min(), exp_constants<T>::mantissa_bits) / static_cast<T>(scale)
+                     : T(0));
+    // (the tail's padding lanes read y = 0: outside the support, they add nothing)
+    two_sums_of_pairs<A>(y, dy, n,
+                         [&](B yv, B d, B& c, B& s) {
+                           const auto pos = yv > zero;
+                           c += xsimd::select(pos, one, zero);
+                           if constexpr (drop)
+                             s += xsimd::select(pos & (xsimd::abs(d) >= cut), d, zero) * sc;
+                           else
+                             s += xsimd::select(pos, d * sc, zero);
+                         },
+                         count, sum);
+    return count > 0 ? sum / count / scale : 0.0;
+  }
+}
+
+// The mean of dy over the support (y > 0; 0 where it is empty), with no
+// subnormal formed or read (tiny gradients, dy ~ 2^-110, stay at full
+// speed on Intel). First dy 2^U in T's lanes, U = 64 (double 600): every
+// term is then at least 2^U min and a multiple of 2^(U - digits + 1) min,
+// so no product or lane sum is subnormal, and the rounding is that of the
+// unscaled sum (the same bits as dy 2^-k, this pass's scale until
+// 2026-12-06). Where that sum overflows (dy near 2^(max_exponent - U) / n)
+// or is NaN, support_mean_exact.
+template <class A, class S, class T = compute_t<S>>
+double support_mean(const S* y, const S* dy, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  constexpr int U = std::is_same<T, double>::value ? 600 : 64;
+  const B zero(T(0)), one(T(1)), up(std::ldexp(T(1), U));
+  double count = 0, sum = 0;
+  // (the tail's padding lanes read y = 0: outside the support, they add nothing)
+  two_sums_of_pairs<A>(y, dy, n,
+                       [&](B yv, B d, B& c, B& s) {
+                         const auto pos = yv > zero;
+                         c += xsimd::select(pos, one, zero);
+                         s += xsimd::select(pos, d * up, zero);
+                       },
+                       count, sum);
+  if (!(sum - sum == 0)) return support_mean_exact<A>(y, dy, n);
+  if (count == 0) return 0.0;
+  // (the mean 2^U; a mean below T's normal range is 0, never formed)
+  const double scaled_mean = sum / count;
+  const double tiny = std::ldexp(static_cast<double>(std::numeric_limits<T>::min()), U);
+  return std::fabs(scaled_mean) < tiny ? 0.0 : std::ldexp(scaled_mean, -U);
+}
+
 // dx_i = s_i (dy_i - mean over the support of dy), s_i = [y_i > 0]: the
 // sums, then write(f) runs the output pass dx = f(y, dy) (the caller's
 // loop). y and dy may be 16-bit, widened as loaded (T float).
 template <class A, class S, class Write, class T = compute_t<S>>
 void sparsemax_backward_pass(const S* y, const S* dy, std::size_t n, Write&& write) noexcept {
   using B = xsimd::batch<T, A>;
-  const B zero(T(0)), one(T(1));
-  double count = 0, sum = 0;
-  // dy is summed as dy 2^-k with 2^k > n: no overflow for dy up to the
-  // largest T (the mean itself, an average of dy, is representable).
-  const double scale = support_sum_scale(n);
-  const B sc(static_cast<T>(scale));
-  // (the tail's padding lanes read y = 0: outside the support, they add nothing)
-  two_sums_of_pairs<A>(y, dy, n,
-              [&](B yv, B d, B& c, B& s) {
-                const auto pos = yv > zero;
-                c += xsimd::select(pos, one, zero);
-                s += xsimd::select(pos, d * sc, zero);
-              },
-              count, sum);
-  const B mean(count > 0 ? finite_mean<T>(sum / count / scale) : T(0));
-  write([=](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
+  const B zero(T(0));
+  // (the mean of tiny gradients, below T's normal range, is 0)
+  const T m = finite_mean<T>(normal_or_zero<T>(support_mean<A>(y, dy, n)));
+  const B mean(m);
+  if (difference_always_normal(m))
+    write([=](B yv, B d) { return xsimd::select(yv > zero, d - mean, zero); });
+  else
+    write([=](B yv, B d) { return xsimd::select(yv > zero, difference_normal_or_zero<A, T>(d, mean), zero); });
 }
 template <class A, class T>
 void sparsemax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
