@@ -246,12 +246,14 @@ void softmax_backward_opts(const T* x, const T* y, const T* dy, T* dx, std::size
   if (n == 0) return;
   const std::size_t len = std::min(n, o.length);
   // (softmax_backward's term and products kept normal: no subnormal is formed)
-  const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, len));
+  const T dot = softmax_backward_term<A, T>::dot_of(y, dy, len);
   touch_gap(y, len, n);
   touch_gap(dy, len, n);
   const B sc(o.scale);
-  map_pairs<A>(y, dy, dx, len, [=](B a, B b) SMAX_LAMBDA_INLINE {
-    return xsimd::select(a == B(T(0)), B(T(0)), mul_normal<A, T>(term(a, b), sc));
+  with_backward_term<A, T>(dot, [&](const auto& term) {
+    map_pairs<A>(y, dy, dx, len, [=](B a, B b) SMAX_LAMBDA_INLINE {
+      return xsimd::select(a == B(T(0)), B(T(0)), mul_normal<A, T>(term(a, b), sc));
+    });
   });
   if (o.softcap > 0) {
     // 1 - tanh^2 u, u = |x| f, f = |scale / softcap|, no u (nor tanh's u^2)

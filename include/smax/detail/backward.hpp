@@ -26,7 +26,13 @@ namespace detail {
 // dot). Lanes of y whose products with dy or dot, or whose results, could
 // fall below the normal range are taken as 0, so no subnormal is formed
 // (such dx are below 2^-124 anyway). Shared by every softmax-shaped backward.
-template <class A, class T>
+// TinyDot: a dot below 2^digits min (rows of tiny gradients), where dy -
+// dot could be subnormal: that difference is then taken by
+// difference_normal_or_zero (0 below the normal range, and a0 g too). A
+// type of its own, chosen per row by with_backward_term: in the one type,
+// as a flag, it cost the fast path 1.1-1.2x in cache (softmax_backward,
+// AVX2 and AVX-512, Zen 5).
+template <class A, class T, bool TinyDot = false>
 struct softmax_backward_term {
   using B = xsimd::batch<T, A>;
   B dot, y_floor;
@@ -59,7 +65,11 @@ struct softmax_backward_term {
     if (xsimd::all((xsimd::abs(a) >= y_floor) | (a == B(T(0))))) return fma_<A, T>(a, b, -(a * dot));
     // Here dx = a0 (b - dot), a0 zeroed where that product could be below
     // the normal range; where b - dot overflows, the two-product form.
-    const B g = b - dot;
+    B g;
+    if constexpr (TinyDot)
+      g = difference_normal_or_zero<A, T>(b, dot);
+    else
+      g = b - dot;
     const B a0 = keep_if_normal_product<A, T>(a, g);
     const auto finite = xsimd::abs(g) < B(std::numeric_limits<T>::infinity());
     // (the two-product form only where needed: a0 b can be subnormal where
@@ -72,14 +82,24 @@ struct softmax_backward_term {
   }
 };
 
+// f(term) with the softmax_backward_term for this dot (TinyDot or not).
+template <class A, class T, class F>
+SMAX_INLINE void with_backward_term(T dot, F&& f) {
+  if (difference_always_normal(dot))
+    f(softmax_backward_term<A, T, false>(dot));
+  else
+    f(softmax_backward_term<A, T, true>(dot));
+}
+
 // Flattened: g++ otherwise calls the per-vector lambdas of these two out of
 // line (1.4x the time in cache on AVX2, 1.15x on AVX-512; Zen 5).
 template <class A, class T>
 SMAX_FLATTEN void softmax_backward(const T* y, const T* dy, T* dx, std::size_t n) noexcept {
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
-  const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, n));
-  map_pairs<A>(y, dy, dx, n, [=](B a, B b) { return term(a, b); });
+  with_backward_term<A, T>(softmax_backward_term<A, T>::dot_of(y, dy, n), [&](const auto& term) {
+    map_pairs<A>(y, dy, dx, n, [=](B a, B b) { return term(a, b); });
+  });
 }
 
 // y is the log_softmax output: dx_i = dy_i - e^(y_i) * sum_j dy_j

@@ -609,9 +609,10 @@ void multimax_backward_half(const H* x, const H* y, const H* dy, H* dx, std::siz
     if (n > half_widened_max) {
       using B = xsimd::batch<float, A>;
       const multimax_modulator<A, float> sig(p);
-      const softmax_backward_term<A, float> term(finite_mean<float>(dot_normal_half<A>(y, dy, n)));
-      return map3_half<A>(x, y, dy, dx, n,
-                          [=](B v, B yv, B d) { return mul_normal<A, float>(sig.slope(v), term(yv, d)); });
+      return with_backward_term<A, float>(finite_mean<float>(dot_normal_half<A>(y, dy, n)), [&](const auto& term) {
+        map3_half<A>(x, y, dy, dx, n,
+                     [=](B v, B yv, B d) { return mul_normal<A, float>(sig.slope(v), term(yv, d)); });
+      });
     }
   }
   call_widened_whole<Conv, H>(

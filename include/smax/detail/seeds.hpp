@@ -692,8 +692,9 @@ SMAX_FLATTEN void multimax_backward(const T* x, const T* y, const T* dy, T* dx, 
   using B = xsimd::batch<T, A>;
   if (n == 0) return;
   const multimax_modulator<A, T> sig(p);
-  const softmax_backward_term<A, T> term(softmax_backward_term<A, T>::dot_of(y, dy, n));
-  map3<A>(x, y, dy, dx, n, [=](B v, B yv, B d) { return mul_normal<A, T>(sig.slope(v), term(yv, d)); });
+  with_backward_term<A, T>(softmax_backward_term<A, T>::dot_of(y, dy, n), [&](const auto& term) {
+    map3<A>(x, y, dy, dx, n, [=](B v, B yv, B d) { return mul_normal<A, T>(sig.slope(v), term(yv, d)); });
+  });
 }
 
 // ------------------------------------------------------------- asentmax --

@@ -482,8 +482,9 @@ SMAX_FLATTEN void softmax_backward_half(const H* y, const H* dy, H* dx, std::siz
     dot = dot_normal_half<A>(y, dy, n);
   else
     dot = sum_map2_half<A>(y, dy, n, [](B p, B q) SMAX_LAMBDA_INLINE { return mul_normal<A, float>(p, q); });
-  const softmax_backward_term<A, float> term(finite_mean<float>(dot));
-  map2_half<A>(y, dy, dx, n, [=](B p, B q) SMAX_LAMBDA_INLINE { return term(p, q); });
+  with_backward_term<A, float>(finite_mean<float>(dot), [&](const auto& term) {
+    map2_half<A>(y, dy, dx, n, [=](B p, B q) SMAX_LAMBDA_INLINE { return term(p, q); });
+  });
 }
 
 template <class A, class H>
