@@ -13,6 +13,7 @@
 // operation) is measured by bench/bench_subnormal.cpp.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -215,23 +216,90 @@ bool open_exception(const smax_test::family_call<T>& c, int kind) {
   const bool scaled = c.name.find("(options)") != std::string::npos || c.name.find("(attention rows)") != std::string::npos;
   return kind == 10 && scaled;
 }
+// Open for a tiny dy (below): four backward passes on every ISA.
+// sa_softmax_backward's product dy (g' + g) is unfused on SSE2 and, built
+// by clang, on AVX-512 (xsimd's fms there is a product and a difference,
+// contracted by g++ only; the sanitized stage found it), where it can be
+// subnormal.
+template <class T>
+bool open_for_tiny_dy(const smax_test::family_call<T>& c) {
+  return c.name.rfind("entmax_backward", 0) == 0 || c.name.rfind("asentmax_backward", 0) == 0 ||
+         c.name == "stablemax_backward" || c.name.rfind("sa_softmax_backward", 0) == 0;
+}
 template <class T>
 bool open_on_isa(const smax_test::family_call<T>& c, int kind, const std::string& isa) {
   return (kind == 6 || kind == 8) && isa == "sse2" && c.name == "stablemax";
 }
 
 // Every function of `calls` on `kind`'s logits of length n, on every ISA.
+// With dy scaled by 2^e (dy_exponent e != 0), every backward pass, linear
+// in dy, must give its unscaled result times 2^e (a forward function, its
+// unscaled result): within `row_rel` of the
+// row's largest |dx| (room for the rounding of cancelling entries, whose
+// path can change with the scale), or 64 times the smallest normal number
+// (outputs that fall below the normal range may be 0). A pass that zeroes
+// or drops what it cannot compute safely fails here.
 template <class T>
-void check_rows(const smax_test::family<T>& calls, int kind, std::size_t n, int dy_exponent = 0) {
+double row_rel() {
+  return std::is_same<T, double>::value ? 0x1p-40 : std::is_same<T, float>::value ? 0x1p-16 : 0x1p-6;
+}
+template <class T>
+double as_double(T v) {
+  return static_cast<double>(static_cast<typename smax::detail::option_scalar<T>::type>(v));
+}
+template <class T>
+void check_scaled(const std::vector<T>& scaled, const std::vector<T>& unscaled, int e) {
+  double largest = 0;
+  for (T v : unscaled) largest = std::max(largest, std::fabs(std::ldexp(as_double(v), e)));
+  const double floor = 64 * static_cast<double>(std::numeric_limits<typename smax::detail::option_scalar<T>::type>::min());
+  const double tol = std::max(row_rel<T>() * largest, floor);
+  std::size_t bad = 0, first = scaled.size();
+  for (std::size_t i = 0; i < scaled.size(); ++i) {
+    const double want = std::ldexp(as_double(unscaled[i]), e), got = as_double(scaled[i]);
+    // (NaN in both, or the same infinity, agree)
+    if (want != want && got != got) continue;
+    if (want == got) continue;
+    if (!(std::fabs(got - want) <= tol)) {
+      if (bad++ == 0) first = i;
+    }
+  }
+  const double got_first = first < scaled.size() ? as_double(scaled[first]) : 0.0;
+  const double want_first = first < scaled.size() ? std::ldexp(as_double(unscaled[first]), e) : 0.0;
+  const auto hex = [](double v) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%a", v);
+    return std::string(b);
+  };
+  CAPTURE(hex(largest), hex(tol), bad, first, hex(got_first), hex(want_first));
+  CHECK(bad == 0);
+}
+
+// Where the check applies: float and bf16 on x86, whose backward passes
+// sum in double lanes (exact). Double and NEON's float drop the terms below
+// 2^digits times the smallest normal number from their sums (up to n times
+// that, documented in docs/guarantees.md), more than the results at dy ~
+// 2^-1000 (2^-110) themselves, which lie below the contract's absolute
+// floor of 1e-30.
+template <class T>
+constexpr bool scaled_results_checked =
+#if defined(__SSE2__)
+    !std::is_same<T, double>::value;
+#else
+    false;
+#endif
+
+template <class T>
+void check_rows(const smax_test::family<T>& calls, int kind, std::size_t n, int dy_exponent = 0, bool open_too = false) {
   const std::vector<T> x = logits_of<T>(n, kind, 1000 + n + kind);
   std::vector<T> dy = unit_normal<T>(n, 77 + n);
   for (std::size_t i = 0; i < n; i += 7) dy[i] = T(0);
+  const std::vector<T> dy_unscaled = dy;
   if (dy_exponent != 0)
     for (T& v : dy) v = static_cast<T>(std::ldexp(static_cast<double>(static_cast<float>(v)), dy_exponent));
   for (const std::string& isa : smax_test::isas()) {
     smax_test::use_isa scope(isa);
     for (const auto& k : calls) {
-      if (open_on_isa(k, kind, isa)) continue;
+      if (!open_too && open_on_isa(k, kind, isa)) continue;
       CAPTURE(isa, k.name, kind, n, dy_exponent);
       std::vector<T> ieee(n), flushed(n);
       {
@@ -253,6 +321,17 @@ void check_rows(const smax_test::family<T>& calls, int kind, std::size_t n, int 
         std::size_t diff = 0;
         for (std::size_t i = 0; i < n; ++i) diff += std::memcmp(&ieee[i], &flushed[i], sizeof(T)) != 0;
         CHECK(diff == 0);
+      }
+      if (dy_exponent != 0 && scaled_results_checked<T>) {
+        // (the functions that ignore dy, the forward ones and the losses'
+        // backward passes with their own gradient, give the same result:
+        // told apart by a run on 2 dy)
+        std::vector<T> unscaled(n), doubled(n), dy2(dy_unscaled);
+        for (T& v : dy2) v = static_cast<T>(2 * static_cast<typename smax::detail::option_scalar<T>::type>(v));
+        k.run(x.data(), dy_unscaled.data(), unscaled.data(), n);
+        k.run(x.data(), dy2.data(), doubled.data(), n);
+        const bool reads_dy = std::memcmp(unscaled.data(), doubled.data(), n * sizeof(T)) != 0;
+        check_scaled<T>(ieee, unscaled, reads_dy ? dy_exponent : 0);
       }
     }
   }
@@ -295,15 +374,29 @@ void check_past_cache() {
 
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (float)", "[subnormal]") { check_all<float>(); }
 TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (double)", "[subnormal]") { check_all<double>(); }
-// Tiny upstream gradients (dy ~ normal(0, 1) 2^-110, double 2^-1000) on
-// wide logits: every function (the forward ones ignore dy). Hidden (run it
-// by its tag, `smax_tests "[.tiny-dy]"`): open, docs/guarantees.md lists
-// the backward passes that still form subnormal products there.
-TEMPLATE_TEST_CASE("no subnormal from a tiny dy", "[.tiny-dy]", float, double) {
-  using T = TestType;
-  const auto calls = smax_test::every_function<T>();
-  for (int kind : {0, 1, 2})
-    check_rows<T>(calls, kind, 4100, sizeof(T) == 4 ? -110 : -1000);
+// Tiny upstream gradients (dy ~ normal(0, 1) 2^-110, double 2^-1000; bf16
+// as float) on wide logits: every function (the forward ones ignore dy), no
+// flag, no subnormal output, the same bits with FTZ/DAZ, and each result
+// the unscaled one times 2^-110 (check_scaled). The backward passes that
+// still form subnormals there (docs/guarantees.md) run in a hidden case,
+// `smax_tests "[.tiny-dy]"`, which fails until they are fixed.
+template <class T>
+void check_tiny_dy(bool open) {
+  auto calls = smax_test::every_function<T>();
+  const auto in_open_case = [](const smax_test::family_call<T>& c) { return open_for_tiny_dy(c); };
+  calls.erase(std::remove_if(calls.begin(), calls.end(),
+                             [&](const smax_test::family_call<T>& c) {
+                               return open ? !in_open_case(c) : open_for_tiny_dy(c);
+                             }),
+              calls.end());
+  REQUIRE(calls.size() > 0);
+  for (int kind : {0, 1, 2}) check_rows<T>(calls, kind, 4100, sizeof(T) == 8 ? -1000 : -110, open);
+}
+TEMPLATE_TEST_CASE("no subnormal from a tiny dy", "[subnormal]", float, double, smax::bf16) {
+  check_tiny_dy<TestType>(false);
+}
+TEMPLATE_TEST_CASE("no subnormal from a tiny dy: the open backward passes", "[.tiny-dy]", float, double, smax::bf16) {
+  check_tiny_dy<TestType>(true);
 }
 // Every function on bf16 / fp16 arrays, the same logits rounded to 16 bits.
 TEMPLATE_TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (16-bit)", "[subnormal][half]", smax::bf16,
