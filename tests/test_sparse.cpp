@@ -698,6 +698,34 @@ TEMPLATE_TEST_CASE("sparse backward matches the analytic formula", "[sparse][bac
       }
 }
 
+// sparsemax_backward sums dy 2^64 (sparse.hpp, support_mean); gradients
+// beyond 2^64 (here 1e30) overflow that sum and take its exact path (float
+// on x86: double lanes), which must give the mean all the same.
+TEST_CASE("sparsemax_backward: gradients whose sum times 2^64 overflows, every ISA", "[sparse][backward]") {
+  for (std::size_t n : {std::size_t(5), std::size_t(37), std::size_t(300)})
+    for (const auto& isa : smax_test::isas()) {
+      smax_test::use_isa guard(isa);
+      INFO("isa " << isa << " n " << n);
+      const std::size_t support = 2 * n / 3 + 1;
+      std::vector<float> y(n, 0.0f), dy(n), dx(n);
+      long double sum = 0, largest = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i < support) y[i] = 1.0f / static_cast<float>(support);
+        dy[i] = (i % 3 == 2 ? -1e30f : 1e30f) * (1.0f - static_cast<float>(i) / 1000.0f);
+        if (i == 1) dy[i] = std::ldexp(1.0f, -120);  // a tiny one beside them
+        if (i < support) sum += dy[i];
+        largest = std::max(largest, std::fabs(static_cast<long double>(dy[i])));
+      }
+      const long double mean = sum / static_cast<long double>(support);
+      smax::dynamic::sparsemax_backward(y.data(), dy.data(), dx.data(), n);
+      const long double tol = 4 * std::numeric_limits<float>::epsilon() * largest;
+      for (std::size_t i = 0; i < n; ++i) {
+        const long double want = i < support ? static_cast<long double>(dy[i]) - mean : 0.0L;
+        CHECK(std::fabs(static_cast<long double>(dx[i]) - want) <= tol);
+      }
+    }
+}
+
 TEST_CASE("sparse backward matches finite differences of the forward (double)", "[sparse][backward]") {
   for (double alpha : {1.25, 1.5, 2.0, 3.0})
     for (std::size_t n : {std::size_t(2), std::size_t(17), std::size_t(40)})
