@@ -216,15 +216,11 @@ bool open_exception(const smax_test::family_call<T>& c, int kind) {
   const bool scaled = c.name.find("(options)") != std::string::npos || c.name.find("(attention rows)") != std::string::npos;
   return kind == 10 && scaled;
 }
-// Open for a tiny dy (below): four backward passes on every ISA.
-// sa_softmax_backward's product dy (g' + g) is unfused on SSE2 and, built
-// by clang, on AVX-512 (xsimd's fms there is a product and a difference,
-// contracted by g++ only; the sanitized stage found it), where it can be
-// subnormal.
+// Open for a tiny dy (below): three backward passes on every ISA.
 template <class T>
 bool open_for_tiny_dy(const smax_test::family_call<T>& c) {
   return c.name.rfind("entmax_backward", 0) == 0 || c.name.rfind("asentmax_backward", 0) == 0 ||
-         c.name == "stablemax_backward" || c.name.rfind("sa_softmax_backward", 0) == 0;
+         c.name == "stablemax_backward";
 }
 template <class T>
 bool open_on_isa(const smax_test::family_call<T>& c, int kind, const std::string& isa) {
@@ -377,7 +373,10 @@ TEST_CASE("no subnormal output, same bits with FTZ/DAZ on wide logits (double)",
 // Tiny upstream gradients (dy ~ normal(0, 1) 2^-110, double 2^-1000; bf16
 // as float) on wide logits: every function (the forward ones ignore dy), no
 // flag, no subnormal output, the same bits with FTZ/DAZ, and each result
-// the unscaled one times 2^-110 (check_scaled). The backward passes that
+// the unscaled one times 2^-110 (check_scaled). Also 2^-90 (double
+// 2^-940): row constants (dots, means) between 2^digits and 2^(2 digits)
+// times the smallest normal number, where a fused a b - c can still be
+// subnormal. The backward passes that
 // still form subnormals there (docs/guarantees.md) run in a hidden case,
 // `smax_tests "[.tiny-dy]"`, which fails until they are fixed.
 template <class T>
@@ -390,7 +389,9 @@ void check_tiny_dy(bool open) {
                              }),
               calls.end());
   REQUIRE(calls.size() > 0);
-  for (int kind : {0, 1, 2}) check_rows<T>(calls, kind, 4100, sizeof(T) == 8 ? -1000 : -110);
+  const bool is_double = sizeof(T) == 8;
+  for (int e : {is_double ? -1000 : -110, is_double ? -940 : -90})
+    for (int kind : {0, 1, 2}) check_rows<T>(calls, kind, 4100, e);
 }
 TEMPLATE_TEST_CASE("no subnormal from a tiny dy", "[subnormal]", float, double, smax::bf16) {
   check_tiny_dy<TestType>(false);

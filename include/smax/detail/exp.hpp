@@ -196,6 +196,20 @@ template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> fnma_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
   return fused_multiply_add<true, A, T>(a, b, c);
 }
+// a * b - c, fused where has_fma_v<A> (xsimd 8.1's AVX-512 fms is the
+// generic product and difference, which clang does not contract).
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> fms_(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batch<T, A> c) noexcept {
+#if defined(__AVX512F__)
+  if constexpr (is_avx512_v<A>) {
+    if constexpr (std::is_same<T, float>::value)
+      return _mm512_fmsub_ps(a, b, c);
+    else
+      return _mm512_fmsub_pd(a, b, c);
+  }
+#endif
+  return xsimd::fms(a, b, c);
+}
 
 // a / b correctly rounded on every ISA. xsimd 8.1 divides float vectors on
 // NEON, aarch64 included, by a reciprocal estimate and two Newton steps (up

@@ -653,23 +653,21 @@ bool sa_softmax_backward_read_half(const H* x, const H* y, const H* dy, H* dx, s
   }
   if ((imin < n || imax < n) && g.slope() > 1.0f) return false;
   const exp_ref<A, float> term(-single_pass_limits<float>::limit, Emax, static_cast<float>(1.0 / s));
-  const auto gradient = sa_softmax_backward_gradient<A, float>(normalized, g, B(finite_mean<float>(D)), term);
-  if (!normalized) {
-    map2_half<A>(x, dy, dx, n, gradient);
-    return true;
-  }
-  // The ends' float dx, before the pass (dx may alias x or dy).
-  const auto float_dx = [&](std::size_t k) {
-    alignas(64) float lanes[B::size];
-    gradient(B(to_float(x[k])), B(to_float(dy[k]))).store_aligned(lanes);
-    return lanes[0];
-  };
-  const float dmin = imin < n ? float_dx(imin) : 0.0f, dmax = imax < n ? float_dx(imax) : 0.0f;
-  const double P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, float>(d, term(v)); },
-                                          write_pairs(dx, gradient));
-  const double R = g.slope() > 0.0f ? 1.0 / static_cast<double>(g.slope()) : 0.0;
-  if (imin < n && g.slope() > 0.0f) dx[imin] = H(to_normal<float>(dmin + (D - P) / R));
-  if (imax < n && g.slope() > 0.0f) dx[imax] = H(to_normal<float>(dmax - D / R));
+  with_sa_gradient<A, float>(normalized, g, D, term, [&](const auto& gradient) {
+    if (!normalized) return map2_half<A>(x, dy, dx, n, gradient);
+    // The ends' float dx, before the pass (dx may alias x or dy).
+    const auto float_dx = [&](std::size_t k) {
+      alignas(64) float lanes[B::size];
+      gradient(B(to_float(x[k])), B(to_float(dy[k]))).store_aligned(lanes);
+      return lanes[0];
+    };
+    const float dmin = imin < n ? float_dx(imin) : 0.0f, dmax = imax < n ? float_dx(imax) : 0.0f;
+    const double P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, float>(d, term(v)); },
+                                            write_pairs(dx, gradient));
+    const double R = g.slope() > 0.0f ? 1.0 / static_cast<double>(g.slope()) : 0.0;
+    if (imin < n && g.slope() > 0.0f) dx[imin] = H(to_normal<float>(dmin + (D - P) / R));
+    if (imax < n && g.slope() > 0.0f) dx[imax] = H(to_normal<float>(dmax - D / R));
+  });
   return true;
 }
 template <class A, class Conv, class H>

@@ -537,19 +537,63 @@ sa_end_sums sa_ends(const T* x, const T* dy, std::size_t n, std::size_t imin, st
   return e;
 }
 
+// How sa_softmax_backward's gradient forms a = dy_k f_k - D, f = g' + g
+// (normal or 0), with no subnormal (chosen per row by with_sa_gradient):
+//   fused (ISAs with FMA): one rounding, for |D| >= 2^(2 digits + 2) min,
+//     where dy f - D is a multiple of min (0 or normal);
+//   guarded (SSE2): dy f rounded, then - D, for D = 0 or |D| >= 2^digits
+//     min; a vector with a dy below min / (f's least nonzero value) takes
+//     dy f by mul_normal;
+//   tiny: the other rows, dy f by mul_normal and - D by
+//     difference_normal_or_zero.
+enum class sa_difference { fused, guarded, tiny };
+
 // sa_softmax_backward's dx_k = p_k (dy_k (g'(x_k) + g(x_k)) - D) on the
 // vectors v of x and d of dy, p = term(v) (below), before the end
 // entries' corrections; lane by lane (the 16-bit form maps it on vectors
 // widened as loaded, and on one entry broadcast).
-template <class A, class T, class Term>
-SMAX_INLINE auto sa_softmax_backward_gradient(bool normalized, const sa_factor<A, T>& g, xsimd::batch<T, A> Dv,
-                                              const Term& term) noexcept {
+template <class A, class T, sa_difference K, class Term>
+SMAX_INLINE auto sa_softmax_backward_gradient(bool normalized, const sa_factor<A, T>& g, T D, const Term& term) noexcept {
   using B = xsimd::batch<T, A>;
-  const B slope(g.slope());
+  const B slope(g.slope()), Dv(D);
+  // f's least nonzero value: v + 1 is 0 or at least 2^-digits; normalized,
+  // f >= the slope (rounded) where that is not 0, else f = g, 0 or at least
+  // about 2^-100 (sa_factor's cut), or 0 or 1 beside an infinite end
+  constexpr int digits = std::numeric_limits<T>::digits;
+  const T f_least = std::min(T(1), !normalized         ? std::ldexp(T(1), -digits - 1)
+                                   : g.slope() > T(0) ? g.slope() * T(0.5)
+                                                      : T(0x1p-102));
+  const B small_dy(std::numeric_limits<T>::min() / f_least);
   return [=](B v, B d) {
-    const B a = normalized ? xsimd::fms(d, g.slope_plus(v, slope), Dv) : xsimd::fms(d, g(v) + B(T(1)), Dv);
+    const B f = normalized ? g.slope_plus(v, slope) : g(v) + B(T(1));
+    B a;
+    if constexpr (K == sa_difference::fused) {
+      a = fms_<A, T>(d, f, Dv);
+    } else if constexpr (K == sa_difference::guarded) {
+      const bool any_small = xsimd::any((xsimd::abs(d) < small_dy) & (d != B(T(0))));
+      a = (any_small ? mul_normal<A, T>(d, f) : d * f) - Dv;
+    } else {
+      a = difference_normal_or_zero<A, T>(mul_normal<A, T>(d, f), Dv);
+    }
     return xsimd::select(v == B(-std::numeric_limits<T>::infinity()), B(T(0)), mul_normal<A, T>(term(v), a));
   };
+}
+
+// f(gradient) with sa_softmax_backward_gradient's form for this row's D
+// (a double, NaN excluded): rounded to T, or 0 where below the normal range
+// (its share of each dx is then below min).
+template <class A, class T, class Term, class F>
+SMAX_INLINE void with_sa_gradient(bool normalized, const sa_factor<A, T>& g, double D, const Term& term, F&& f) {
+  const T Dt = std::fabs(D) < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : finite_mean<T>(D);
+  constexpr int p = exp_constants<T>::mantissa_bits + 1;
+  // (two forms per ISA: a third one cost the fused rows 1.05-1.1x in cache)
+  constexpr sa_difference usual = has_fma_v<A> ? sa_difference::fused : sa_difference::guarded;
+  const bool usual_row = has_fma_v<A> ? Dt != T(0) && !(std::fabs(Dt) < std::ldexp(std::numeric_limits<T>::min(), 2 * p + 2))
+                                      : difference_always_normal(Dt);
+  if (usual_row)
+    f(sa_softmax_backward_gradient<A, T, usual>(normalized, g, Dt, term));
+  else
+    f(sa_softmax_backward_gradient<A, T, sa_difference::tiny>(normalized, g, Dt, term));
 }
 
 // With p = softmax(x), y = g p, D = sum dy y, P = sum dy p:
@@ -589,20 +633,20 @@ SMAX_FLATTEN void sa_softmax_backward(const T* x, const T* y, const T* dy, T* dx
     if (lo < T(0)) imin = first_index_of<A>(x, n, lo);
     if (hi > T(0)) imax = first_index_of<A>(x, n, hi);
   }
-  const B Dv(finite_mean<T>(D));
   // (before the pass below, which may overwrite x or dy)
   const bool exact_ends = (imin < n || imax < n) && g.slope() > T(1);
   sa_end_sums ends;
   double P = 0;
   const auto run = [&](auto&& term) {
     if (exact_ends) ends = sa_ends<A>(x, dy, n, imin, imax, lo, hi, term);
-    const auto gradient = sa_softmax_backward_gradient<A, T>(normalized, g, Dv, term);
-    // (normalized: P = sum dy p in the pass that writes dx, from the same loads)
-    if (normalized)
-      P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); },
-                                 write_pairs(dx, gradient));
-    else
-      map_pairs<A>(x, dy, dx, n, gradient);
+    with_sa_gradient<A, T>(normalized, g, D, term, [&](const auto& gradient) {
+      // (normalized: P = sum dy p in the pass that writes dx, from the same loads)
+      if (normalized)
+        P = sum_of_pairs_normal<A>(x, dy, n, [&](B v, B d) { return mul_normal<A, T>(d, term(v)); },
+                                   write_pairs(dx, gradient));
+      else
+        map_pairs<A>(x, dy, dx, n, gradient);
+    });
   };
   if (ok)
     run(exp_ref<A, T>(-single_pass_limits<T>::limit, Emax, static_cast<T>(1.0 / s)));
