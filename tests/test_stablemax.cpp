@@ -312,4 +312,73 @@ TEST_CASE("stablemax_backward matches finite differences", "[stablemax][backward
   }
 }
 
+// Rows holding a nonzero |dy| below 2^-60 (double 2^-500) take the scaled
+// form (dy 2^K, the products kept where normal, the result scaled back):
+// each dx against long double within c (s'(x_i) / S) (|dy_i| + sum s |dy|
+// / S), the size of its own terms and of the dot's (so that cancelling
+// entries are judged fairly), no subnormal output; the special values as
+// on the plain path.
+template <class T>
+void tiny_dy_rows() {
+  constexpr T tiny = std::numeric_limits<T>::min();
+  const double c = sizeof(T) == 4 ? 1e-5 : 1e-13;
+  const int deep = sizeof(T) == 4 ? -80 : -700;  // outputs above 1e-30
+  const auto check_row = [&](const std::vector<T>& x, const std::vector<T>& dy) {
+    const std::size_t n = x.size();
+    std::vector<T> dx(n, T(-7));
+    smax::dynamic::stablemax_backward(x.data(), dy.data(), dx.data(), n);
+    ld S = 0, D = 0, Dabs = 0;
+    for (std::size_t i = 0; i < n; ++i) S += s_of(x[i]);
+    for (std::size_t i = 0; i < n; ++i) D += s_of(x[i]) * static_cast<ld>(dy[i]);
+    for (std::size_t i = 0; i < n; ++i) Dabs += s_of(x[i]) * std::fabs(static_cast<ld>(dy[i]));
+    const ld dot = D / S, dot_size = Dabs / S;
+    std::size_t bad = 0, sub = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const ld sp = (x[i] >= 0 ? ld(1) : s_of(x[i]) * s_of(x[i])) / S;
+      const ld want = sp * (static_cast<ld>(dy[i]) - dot);
+      const ld room = c * sp * (std::fabs(static_cast<ld>(dy[i])) + dot_size) + ld(2) * tiny;
+      bad += !(std::fabs(static_cast<ld>(dx[i]) - want) <= room);
+      sub += dx[i] != T(0) && std::fabs(dx[i]) < tiny;
+    }
+    CHECK(bad == 0);
+    CHECK(sub == 0);
+  };
+  for (const std::string& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(70), std::size_t(4100)}) {
+      INFO(type_name<T>() << " " << isa << " n = " << n);
+      const std::vector<T> x = smax_test::normal<T>(n, 20.0, 17 * n);
+      std::vector<T> dy = smax_test::normal<T>(n, 1.0, 19 * n);
+      // Every dy tiny (K > 0), then a few tiny among ordinary ones and zeros (K = 0).
+      std::vector<T> deep_dy(dy);
+      for (T& v : deep_dy) v = std::ldexp(v, deep);
+      check_row(x, deep_dy);
+      for (std::size_t i = 0; i < n; i += 3) dy[i] = i % 2 ? T(0) : std::ldexp(dy[i], sizeof(T) == 4 ? -100 : -1000);
+      check_row(x, dy);
+    }
+    INFO(type_name<T>() << " " << isa);
+    // A dot far below 2^digits min beside a largest |dy| of 1: the
+    // difference taken by difference_normal_or_zero.
+    const T t = std::ldexp(T(1), sizeof(T) == 4 ? -90 : -940);
+    const T eps = std::numeric_limits<T>::epsilon();
+    check_row({T(0), T(0), T(0), T(0), T(2), T(-3)}, {T(1), T(-1), t, -t * (1 - eps), T(0), T(0)});
+    // NaN in dy or x, +inf in x: as on the plain path.
+    std::vector<T> x = {T(1), T(-2), T(3)}, dy = {t, T(2), t}, dx(3);
+    dy[1] = std::numeric_limits<T>::quiet_NaN();
+    smax::dynamic::stablemax_backward(x.data(), dy.data(), dx.data(), 3);
+    CHECK(variants_test::all_nan(dx));
+    dy[1] = t;
+    x[1] = std::numeric_limits<T>::quiet_NaN();
+    smax::dynamic::stablemax_backward(x.data(), dy.data(), dx.data(), 3);
+    CHECK(variants_test::all_nan(dx));
+    x[1] = std::numeric_limits<T>::infinity();
+    smax::dynamic::stablemax_backward(x.data(), dy.data(), dx.data(), 3);
+    for (T v : dx) CHECK(v == 0);
+  }
+}
+TEST_CASE("stablemax_backward on rows with a tiny dy (the scaled form)", "[stablemax][backward][accuracy]") {
+  tiny_dy_rows<float>();
+  tiny_dy_rows<double>();
+}
+
 }  // namespace

@@ -292,7 +292,7 @@ template <class A, class Conv, class H>
 void stablemax_backward_half(const H* x, const H* dy, H* dx, std::size_t n) {
   if (n == 0) return;
   double S, D;
-  if (stablemax_backward_sums<A>(x, dy, n, S, D))
+  if (stablemax_backward_sums<A>(x, dy, n, S, D) == stable_sums::in_range)
     return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float>(S, D));
   call_widened_whole<Conv, H>(
       n,

@@ -41,6 +41,12 @@ struct stablemax_limits {
   // (double: 2^994).
   static constexpr int lift_exp = f32 ? 32 : 64;
   static constexpr double lifted_sum_hi = f32 ? 0x1p90 : 0x1p930;
+  // The least nonzero |dy| that stablemax_backward's plain form takes
+  // (2^-60, double 2^-500): beside s(x) >= 2^-43 (double 2^-470, x above
+  // -2^43) every product s(x) dy is 0 or a multiple of the smallest normal
+  // number, and so is every lane sum; dy / 2 is normal. A row with a
+  // smaller one takes stablemax_backward_scaled.
+  static constexpr double dy_floor = f32 ? 0x1p-60 : 0x1p-500;
 };
 
 // s(x); NaN stays NaN, s(-inf) = 0, s(+inf) = +inf.
@@ -361,45 +367,95 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
 // gives NaN everywhere; a +inf in x gives dx = 0 (the limit: the output is
 // saturated); all x = -inf gives dx = 0.
 //
-// Pass 1: s1 = sum f(x_i) and s2 = sum f(x_i) dy_i in one read.
+// Whether a lane of d0 or d1 is nonzero and below `floor` in magnitude.
+// The loop's test is min(|d0|, |d1|) < floor; zeros, which pass it too,
+// are told apart only in the rare vectors that do.
+template <class A, class T>
+SMAX_INLINE bool any_tiny_nonzero(xsimd::batch<T, A> d0, xsimd::batch<T, A> d1, xsimd::batch<T, A> floor) noexcept {
+  using B = xsimd::batch<T, A>;
+  B least;
+#if defined(__AVX512DQ__)
+  if constexpr (is_avx512_v<A>) {  // (vrangeps: the lesser magnitude, sign cleared, in one)
+    if constexpr (std::is_same<T, float>::value)
+      least = _mm512_range_ps(d0, d1, 0x0A);
+    else
+      least = _mm512_range_pd(d0, d1, 0x0A);
+  } else
+#endif
+    least = xsimd::min(xsimd::abs(d0), xsimd::abs(d1));
+  if (__builtin_expect(!xsimd::any(least < floor), 1)) return false;
+  const B zero(T(0));
+  return xsimd::any(((xsimd::abs(d0) < floor) & (d0 != zero)) | ((xsimd::abs(d1) < floor) & (d1 != zero)));
+}
+
+// Pass 1: s1 = sum f(x_i) and s2 = sum prod(f(x_i), dy_i) in one read.
+// With StopAtTinyDy, false (s1, s2 unset) as soon as a nonzero |dy| below
+// stablemax_limits' dy_floor is met, before any product of its vector.
 // x and dy may be 16-bit (widened as loaded: the sums of the widened rows).
-template <class A, class S, class F>
-SMAX_INLINE void sum_and_dot(const S* x, const S* dy, std::size_t n, F&& f, double& s1, double& s2) noexcept {
+template <class A, bool StopAtTinyDy, class S, class F, class P>
+SMAX_INLINE bool sum_and_products(const S* x, const S* dy, std::size_t n, F&& f, P&& prod, double& s1,
+                                  double& s2) noexcept {
   using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
   constexpr std::size_t block = 2 * W * loop_shape<A>::block_chunks;
+  const B floor(static_cast<T>(stablemax_limits<T>::dy_floor));
   compensated<A, T> t1, t2;
   std::size_t i = 0;
   while (i + 2 * W <= n) {
     B a0(T(0)), a1(T(0)), b0(T(0)), b1(T(0));
     const std::size_t end = (n - i >= block) ? i + block : i + ((n - i) / (2 * W)) * (2 * W);
     for (; i < end; i += 2 * W) {
+      const B d0 = load_as<A, T>(dy + i), d1 = load_as<A, T>(dy + i + W);
+      if constexpr (StopAtTinyDy)
+        if (any_tiny_nonzero<A>(d0, d1, floor)) return false;
       const B r0 = f(load_as<A, T>(x + i)), r1 = f(load_as<A, T>(x + i + W));
       a0 += r0;
       a1 += r1;
-      b0 += r0 * load_as<A, T>(dy + i);
-      b1 += r1 * load_as<A, T>(dy + i + W);
+      b0 += prod(r0, d0);
+      b1 += prod(r1, d1);
     }
     t1.add(a0 + a1);
     t2.add(b0 + b1);
   }
   B ra(T(0)), rb(T(0));
   for (; i + W <= n; i += W) {
+    const B d = load_as<A, T>(dy + i);
+    if constexpr (StopAtTinyDy)
+      if (any_tiny_nonzero<A>(d, d, floor)) return false;
     const B r = f(load_as<A, T>(x + i));
     ra += r;
-    rb += r * load_as<A, T>(dy + i);
+    rb += prod(r, d);
   }
   if (i < n) {
+    const B d = load_as_partial<A, T>(dy + i, n - i, T(0));
+    if constexpr (StopAtTinyDy)
+      if (any_tiny_nonzero<A>(d, d, floor)) return false;
     const auto live = lane_index<A, T>() < B(static_cast<T>(n - i));
     const B r = xsimd::select(live, f(load_as_partial<A, T>(x + i, n - i, T(0))), B(T(0)));
     ra += r;
-    rb += r * load_as_partial<A, T>(dy + i, n - i, T(0));
+    rb += prod(r, d);
   }
   t1.add(ra);
   t2.add(rb);
   s1 = hsum<A>(t1.value());
   s2 = hsum<A>(t2.value());
+  return true;
+}
+template <class A, class S, class F>
+SMAX_INLINE void sum_and_dot(const S* x, const S* dy, std::size_t n, F&& f, double& s1, double& s2) noexcept {
+  using B = xsimd::batch<compute_t<S>, A>;
+  sum_and_products<A, false>(x, dy, n, f, [](B r, B d) { return r * d; }, s1, s2);
+}
+
+// m / 2 as T, m clamped to the finite range, +0 where m / 2 lies below the
+// normal range (never formed): the rows' half means, the same bits as
+// finite_mean<T>(m) * 0.5 elsewhere.
+template <class T>
+T half_mean_normal(double m) noexcept {
+  const double big = static_cast<double>(std::numeric_limits<T>::max());
+  const double h = (m > big ? big : m < -big ? -big : m) * 0.5;
+  return std::fabs(h) < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : static_cast<T>(h);
 }
 
 // stablemax_backward where S and D are in range: dx = s'(x) / S * (dy - mean),
@@ -411,7 +467,7 @@ template <class A, class T>
 auto stablemax_backward_term(double S, double D) noexcept {
   using B = xsimd::batch<T, A>;
   const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2));
-  const B invS(static_cast<T>(1.0 / S)), mean_half(finite_mean<T>(D / S) * T(0.5));
+  const B invS(static_cast<T>(1.0 / S)), mean_half(half_mean_normal<T>(D / S));
   return [=](B v, B g) {
     const B h = g * half - mean_half;
     const B sv = div_<A, T>(one, one - v);
@@ -425,17 +481,62 @@ SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::
   map_pairs<A>(x, dy, dx, n, stablemax_backward_term<A, T>(S, D));
 }
 
-// S and D of stablemax_backward's pass 1, true where they are in the plain
-// form's range. x and dy may be 16-bit.
+// S and D of stablemax_backward's pass 1: in_range where they are in the
+// plain form's range, tiny_dy where the row holds a nonzero |dy| below
+// dy_floor (pass 1 stopped there). x and dy may be 16-bit.
+enum class stable_sums { in_range, tiny_dy, out_of_range };
 template <class A, class S>
-bool stablemax_backward_sums(const S* x, const S* dy, std::size_t n, double& s, double& d) noexcept {
+stable_sums stablemax_backward_sums(const S* x, const S* dy, std::size_t n, double& s, double& d) noexcept {
   using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   using Lim = stablemax_limits<T>;
   // (s(x) and its products are formed below the normal range for x beyond
   // -2^126, and the ratios beyond +2^126: open, docs/guarantees.md)
-  sum_and_dot<A>(x, dy, n, [](B v) { return stable_s<A>(v); }, s, d);
-  return s >= Lim::sum_lo && s <= Lim::sum_hi && d - d == 0;
+  if (!sum_and_products<A, true>(x, dy, n, [](B v) { return stable_s<A>(v); }, [](B r, B g) { return r * g; }, s, d))
+    return stable_sums::tiny_dy;
+  return s >= Lim::sum_lo && s <= Lim::sum_hi && d - d == 0 ? stable_sums::in_range : stable_sums::out_of_range;
+}
+
+// stablemax_backward on a row with a nonzero |dy| below dy_floor: dy scaled
+// by 2^K (K >= 0, the largest |dy| 2^K at least 1; exact), the products of
+// pass 1 kept where they are multiples of the smallest normal number
+// (mul_summable: those dropped are below 2^-102 against a largest |dy| of
+// 1), each product of pass 2 kept where normal (mul_normal) and the result
+// scaled back by 2^-K, +0 below the normal range: no subnormal is formed.
+// False (nothing written) where S or the dot leaves the plain range or dy
+// holds NaN or inf: the ratios path then.
+template <class A, class T>
+SMAX_FLATTEN bool stablemax_backward_scaled(const T* x, const T* dy, T* dx, std::size_t n) noexcept {
+  using B = xsimd::batch<T, A>;
+  using Lim = stablemax_limits<T>;
+  T hi, lo;
+  reduce_max_min<A>(dy, n, hi, lo);
+  const T M = std::max(hi, -lo);
+  if (!(M <= std::numeric_limits<T>::max()) || M == T(0)) return false;
+  // (2^K normal: K <= 126, double 1022, reached by subnormal dy alone)
+  const int K = M >= T(1) ? 0 : std::min(-std::ilogb(M), std::numeric_limits<T>::max_exponent - 2);
+  const B up(std::ldexp(T(1), K)), half(T(0.5)), one(T(1)), zero(T(0)), two(T(2));
+  double S, D;
+  sum_and_products<A, false>(x, dy, n, [](B v) { return stable_s<A>(v); },
+                             [up](B r, B g) { return mul_summable<A, T>(r, g * up); }, S, D);
+  if (!(S >= Lim::sum_lo && S <= Lim::sum_hi && D - D == 0)) return false;
+  const T mh = half_mean_normal<T>(D / S);
+  const B invS(static_cast<T>(1.0 / S)), mean_half(mh), back(T(1 - K));
+  const auto term = [=](B h, B v) {
+    const B sv = div_<A, T>(one, one - v);
+    const B r = xsimd::select(v >= zero, mul_normal<A, T>(h, invS),
+                              mul_normal<A, T>(mul_normal<A, T>(mul_normal<A, T>(h, sv), invS), sv));
+    return K == 0 ? r * two : ldexp_flush<A, T>(r, back);
+  };
+  // (h = g 2^K / 2 - mean / 2: 0 or normal, by difference_normal_or_zero
+  // beside a mean below 2^digits min)
+  if (difference_always_normal(mh))
+    map_pairs<A>(x, dy, dx, n, [=](B v, B g) { return term(mul_normal<A, T>(g * up, half) - mean_half, v); });
+  else
+    map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
+      return term(difference_normal_or_zero<A, T>(mul_normal<A, T>(g * up, half), mean_half), v);
+    });
+  return true;
 }
 
 // stablemax_backward where S or D is out of range, on the ratios
@@ -483,7 +584,9 @@ template <class A, class T>
 void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept {
   if (n == 0) return;
   double S, D;
-  if (stablemax_backward_sums<A>(x, dy, n, S, D)) return stablemax_backward_plain<A>(x, dy, dx, n, S, D);
+  const stable_sums sums = stablemax_backward_sums<A>(x, dy, n, S, D);
+  if (sums == stable_sums::in_range) return stablemax_backward_plain<A>(x, dy, dx, n, S, D);
+  if (sums == stable_sums::tiny_dy && stablemax_backward_scaled<A>(x, dy, dx, n)) return;
   const stablemax_scan sc = stablemax_special(x, n);
   // NaN anywhere (x or dy) wins over every other rule, as in the forward.
   if (sc.nan || stablemax_special(dy, n).nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
