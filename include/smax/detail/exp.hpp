@@ -857,6 +857,19 @@ SMAX_INLINE bool use_split(T m) noexcept {
   return m <= exp_constants<T>::split_limit && m >= -exp_constants<T>::split_limit;
 }
 
+// v, hidden from the optimizer. Clang assumes that nothing reads the FP
+// flags: in `|v| < cut ? 0 : T(v)` it converts v before it selects, and a
+// tiny v then raises underflow (and is a subnormal operation on Intel);
+// an opaque copy of the flushed value leaves it nothing else to convert
+// (found in sa_softmax_backward's end entries, clang -O3, AVX-512).
+template <class F>
+SMAX_INLINE F opaque(F v) noexcept {
+#if defined(__GNUC__)
+  __asm__("" : "+m"(v));
+#endif
+  return v;
+}
+
 // A cut c for a constant factor f: for normal (or zero) v with |v| >= c,
 // v f is normal; below it, v is taken as 0. min / |f| with a margin for the
 // roundings for |f| < 1 (inf for f = 0; NaN for NaN, which cuts nothing),
@@ -871,12 +884,12 @@ T product_cut(T f) noexcept {
 }
 
 // v rounded to T, 0 where |v| < cut (cut at least T's smallest normal: no
-// subnormal result). The value converted is clamped to the cut first: clang
-// converts before it selects, in both arms.
-template <class T>
-T to_normal(double v, double cut = static_cast<double>(std::numeric_limits<T>::min())) noexcept {
-  const T r = static_cast<T>(std::copysign(std::max(std::fabs(v), cut), v));
-  return std::fabs(v) < cut ? T(0) : r;
+// subnormal result). v (double or long double) is flushed before it is
+// converted, through `opaque`: clamping it to the cut first, as this did,
+// clang undid (it took the sign from v converted).
+template <class T, class F = double>
+T to_normal(F v, F cut = static_cast<F>(std::numeric_limits<T>::min())) noexcept {
+  return static_cast<T>(opaque(std::fabs(v) < cut ? F(0) : v));
 }
 
 // The scalar combining steps (block sums, sinks, a target's probability) in

@@ -225,7 +225,7 @@ struct sa_factor {
         h = std::ldexp(T(1), std::min(-std::ilogb(raw), cap));
       }
       const long double lo_l = lo, hi_l = hi, tiny = std::numeric_limits<T>::min();  // (x86: no overflow, no subnormal)
-      loh = std::fabs(lo_l * h) < tiny ? T(0) : static_cast<T>(lo_l * h);
+      loh = to_normal<T>(lo_l * h);
       // (hi h is dropped where subnormal (h < 1): beside |lo h| >= 2^63 it
       // cannot move the rounded range)
       const T hih = hi >= small_x ? std::max(hi, small_x) * h : T(0);
@@ -236,7 +236,7 @@ struct sa_factor {
       // smallest normal the cut is lo (then every x - lo is 0 or a
       // multiple of the smallest subnormal, times h >= 2^26: normal).
       const long double c = lo_l + (hi_l * 0x1p-100L - lo_l * 0x1p-100L);
-      cut = (hi_l - lo_l) * 0x1p-100L < tiny ? lo : std::fabs(c) < tiny ? T(0) : static_cast<T>(c);
+      cut = (hi_l - lo_l) * 0x1p-100L < tiny ? lo : to_normal<T>(c);
       cut_c = static_cast<T>(std::max(static_cast<long double>(range) * 0x1p-100L, tiny));
       if (lo < T(0) && lo > -T(0x1p-100)) mode = careful;
     }
@@ -584,7 +584,7 @@ SMAX_INLINE auto sa_softmax_backward_gradient(bool normalized, const sa_factor<A
 // (its share of each dx is then below min).
 template <class A, class T, class Term, class F>
 SMAX_INLINE void with_sa_gradient(bool normalized, const sa_factor<A, T>& g, double D, const Term& term, F&& f) {
-  const T Dt = std::fabs(D) < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : finite_mean<T>(D);
+  const T Dt = finite_mean<T>(opaque(std::fabs(D) < static_cast<double>(std::numeric_limits<T>::min()) ? 0.0 : D));
   constexpr int p = exp_constants<T>::mantissa_bits + 1;
   // (two forms per ISA: a third one cost the fused rows 1.05-1.1x in cache)
   constexpr sa_difference usual = has_fma_v<A> ? sa_difference::fused : sa_difference::guarded;

@@ -522,7 +522,7 @@ SMAX_INLINE void with_log_probability(T m, double lse, G&& g) {
   // moves no output by more than that).
   const double l = std::max(lse, 0.0);
   if (!(std::fabs(m) < tiny)) {
-    const B mb(m), lb(l < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : static_cast<T>(l));
+    const B mb(m), lb(to_normal<T>(l));
     return g([=](B v) SMAX_LAMBDA_INLINE { return (v - mb) - lb; });
   }
   // A max below 2^(mantissa bits + 2) times the smallest normal number:

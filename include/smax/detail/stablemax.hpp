@@ -454,8 +454,7 @@ SMAX_INLINE void sum_and_dot(const S* x, const S* dy, std::size_t n, F&& f, doub
 template <class T>
 T half_mean_normal(double m) noexcept {
   const double big = static_cast<double>(std::numeric_limits<T>::max());
-  const double h = (m > big ? big : m < -big ? -big : m) * 0.5;
-  return std::fabs(h) < static_cast<double>(std::numeric_limits<T>::min()) ? T(0) : static_cast<T>(h);
+  return to_normal<T>((m > big ? big : m < -big ? -big : m) * 0.5);
 }
 
 // stablemax_backward where S and D are in range: dx = s'(x) / S * (dy - mean),
