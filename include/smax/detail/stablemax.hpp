@@ -359,14 +359,6 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
   map<A>(x, y, n, [l](B v) { return log_stable_s<A, T>(v) - l; });
 }
 
-// stablemax_backward: with y = s(x) / S, the vector-Jacobian product is
-//     dx_k = s'(x_k) / S * (dy_k - sum_i dy_i y_i),
-// s'(x) = 1 for x >= 0, s(x)^2 for x < 0 (continuous at 0). Pass 1 sums
-// s(x) and dy s(x) together; pass 2 writes. The robust path works with the
-// ratios r = s / s(m) as the forward does. Special values: NaN in x or dy
-// gives NaN everywhere; a +inf in x gives dx = 0 (the limit: the output is
-// saturated); all x = -inf gives dx = 0.
-//
 // Whether a lane of d0 or d1 is nonzero and below `floor` in magnitude.
 // The loop's test is min(|d0|, |d1|) < floor; zeros, which pass it too,
 // are told apart only in the rare vectors that do.
@@ -388,6 +380,14 @@ SMAX_INLINE bool any_tiny_nonzero(xsimd::batch<T, A> d0, xsimd::batch<T, A> d1, 
   return xsimd::any(((xsimd::abs(d0) < floor) & (d0 != zero)) | ((xsimd::abs(d1) < floor) & (d1 != zero)));
 }
 
+// stablemax_backward: with y = s(x) / S, the vector-Jacobian product is
+//     dx_k = s'(x_k) / S * (dy_k - sum_i dy_i y_i),
+// s'(x) = 1 for x >= 0, s(x)^2 for x < 0 (continuous at 0). Pass 1 sums
+// s(x) and dy s(x) together; pass 2 writes. The robust path works with the
+// ratios r = s / s(m) as the forward does. Special values: NaN in x or dy
+// gives NaN everywhere; a +inf in x gives dx = 0 (the limit: the output is
+// saturated); all x = -inf gives dx = 0.
+//
 // Pass 1: s1 = sum f(x_i) and s2 = sum prod(f(x_i), dy_i) in one read.
 // With StopAtTinyDy, false (s1, s2 unset) as soon as a nonzero |dy| below
 // stablemax_limits' dy_floor is met, before any product of its vector.
