@@ -726,6 +726,58 @@ TEST_CASE("sparsemax_backward: gradients whose sum times 2^64 overflows, every I
     }
 }
 
+// Rows holding a nonzero |dy| below 2^-60 (double 2^-500) take the scaled
+// form (dy 2^K, the products kept where normal, the result scaled back):
+// every dy tiny, then a third of them tiny or 0 beside ordinary ones; each
+// dx against the long-double VJP within ref_backward's rounding model (or
+// two smallest normals: outputs below the normal range may be 0), no
+// subnormal output, in place the same bits (the scratch path of a general
+// power against the plain one), and NaN in dy still NaN on the support.
+template <class T>
+void entmax_tiny_dy_rows() {
+  constexpr T tiny = std::numeric_limits<T>::min();
+  const int deep = sizeof(T) == 4 ? -80 : -700;  // outputs above 1e-30
+  for (const std::string& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (T alpha : {T(1.25), T(1.5), T(2)})
+      for (std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(70), std::size_t(4100)}) {
+        INFO(isa << " alpha " << alpha << " n " << n << (sizeof(T) == 4 ? " float" : " double"));
+        const auto x = smax_test::normal<T>(n, 3.0, 23 * n);
+        std::vector<T> y(n), dy = smax_test::normal<T>(n, 1.0, 29 * n);
+        smax::dynamic::entmax_bisect(x.data(), y.data(), n, alpha);
+        std::vector<T> deep_dy(dy), mixed(dy);
+        for (T& v : deep_dy) v = std::ldexp(v, deep);
+        for (std::size_t i = 0; i < n; i += 3) mixed[i] = i % 2 ? T(0) : std::ldexp(mixed[i], sizeof(T) == 4 ? -100 : -1000);
+        for (const auto* d : {&deep_dy, &mixed}) {
+          std::vector<ld> allowed;
+          const auto ref = ref_backward(y, *d, static_cast<ld>(alpha), allowed);
+          std::vector<T> dx(n, T(-7));
+          smax::dynamic::entmax_backward(y.data(), d->data(), dx.data(), n, alpha);
+          std::size_t bad = 0, sub = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            bad += !(std::fabs(static_cast<ld>(dx[i]) - ref[i]) <= allowed[i] + ld(2) * tiny);
+            sub += dx[i] != T(0) && std::fabs(dx[i]) < tiny;
+          }
+          CHECK(bad == 0);
+          CHECK(sub == 0);
+          std::vector<T> inplace(*d);
+          smax::dynamic::entmax_backward(y.data(), inplace.data(), inplace.data(), n, alpha);
+          CHECK(smax_test::same_bits(inplace, dx));
+        }
+        // (at the largest y: in the support)
+        deep_dy[static_cast<std::size_t>(std::max_element(y.begin(), y.end()) - y.begin())] =
+            std::numeric_limits<T>::quiet_NaN();
+        std::vector<T> dx(n);
+        smax::dynamic::entmax_backward(y.data(), deep_dy.data(), dx.data(), n, alpha);
+        for (std::size_t i = 0; i < n; ++i) CHECK((y[i] > 0 ? std::isnan(dx[i]) : dx[i] == 0));
+      }
+  }
+}
+TEST_CASE("entmax_backward on rows with a tiny dy (the scaled form)", "[sparse][backward][accuracy]") {
+  entmax_tiny_dy_rows<float>();
+  entmax_tiny_dy_rows<double>();
+}
+
 TEST_CASE("sparse backward matches finite differences of the forward (double)", "[sparse][backward]") {
   for (double alpha : {1.25, 1.5, 2.0, 3.0})
     for (std::size_t n : {std::size_t(2), std::size_t(17), std::size_t(40)})

@@ -531,6 +531,27 @@ SMAX_INLINE xsimd::batch<T, A> difference_normal_or_zero(xsimd::batch<T, A> d, x
   return xsimd::select(small, scaled * down, large);
 }
 
+// Whether a lane of d0 or d1 is nonzero and below `floor` in magnitude.
+// The loop's test is min(|d0|, |d1|) < floor; zeros, which pass it too,
+// are told apart only in the rare vectors that do.
+template <class A, class T>
+SMAX_INLINE bool any_tiny_nonzero(xsimd::batch<T, A> d0, xsimd::batch<T, A> d1, xsimd::batch<T, A> floor) noexcept {
+  using B = xsimd::batch<T, A>;
+  B least;
+#if defined(__AVX512DQ__)
+  if constexpr (is_avx512_v<A>) {  // (vrangeps: the lesser magnitude, sign cleared, in one)
+    if constexpr (std::is_same<T, float>::value)
+      least = _mm512_range_ps(d0, d1, 0x0A);
+    else
+      least = _mm512_range_pd(d0, d1, 0x0A);
+  } else
+#endif
+    least = xsimd::min(xsimd::abs(d0), xsimd::abs(d1));
+  if (__builtin_expect(!xsimd::any(least < floor), 1)) return false;
+  const B zero(T(0));
+  return xsimd::any(((xsimd::abs(d0) < floor) & (d0 != zero)) | ((xsimd::abs(d1) < floor) & (d1 != zero)));
+}
+
 // Whether d - m is 0 or normal (or not finite) for every normal d, so
 // that difference_normal_or_zero is not needed (NaN and inf m too).
 template <class T>

@@ -317,10 +317,17 @@ T finite_mean(double v) noexcept {
 // (The padding lanes of the tail read 0.) Where f returns a vector and
 // `out` is given, it is stored to out[i] (out may alias a or b): f's own
 // value, not a second map as sum_of_pairs's pair_output computes.
-// a and b may be 16-bit (widened as loaded; T float).
-template <class A, class S, class F, class O = std::nullptr_t>
-void two_sums_of_pairs(const S* a, const S* b, std::size_t n, F&& f, double& out0, double& out1,
-                       O out = nullptr) noexcept {
+// a and b may be 16-bit (widened as loaded; T float). `stop(b0, b1)`
+// sees each pair of b's vectors (a lone one as (b0, b0)) before their
+// terms: where it holds, the sums end there and the call returns false
+// (out0, out1 unset); true once every term is added.
+struct never_stop {
+  template <class B>
+  constexpr bool operator()(B, B) const noexcept { return false; }
+};
+template <class A, class S, class F, class O = std::nullptr_t, class Stop = never_stop>
+bool two_sums_of_pairs(const S* a, const S* b, std::size_t n, F&& f, double& out0, double& out1,
+                       O out = nullptr, Stop stop = {}) noexcept {
   using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
@@ -343,13 +350,20 @@ void two_sums_of_pairs(const S* a, const S* b, std::size_t n, F&& f, double& out
     B s0(T(0)), s1(T(0)), r0(T(0)), r1(T(0));
     const std::size_t end = std::min(n, i + block);
     for (; i + 2 * W <= end; i += 2 * W) {
-      step(i, load_as<A, T>(a + i), load_as<A, T>(b + i), s0, s1, W);
-      step(i + W, load_as<A, T>(a + i + W), load_as<A, T>(b + i + W), r0, r1, W);
+      const B b0 = load_as<A, T>(b + i), b1 = load_as<A, T>(b + i + W);
+      if (stop(b0, b1)) return false;
+      step(i, load_as<A, T>(a + i), b0, s0, s1, W);
+      step(i + W, load_as<A, T>(a + i + W), b1, r0, r1, W);
     }
-    for (; i + W <= end; i += W) step(i, load_as<A, T>(a + i), load_as<A, T>(b + i), s0, s1, W);
+    for (; i + W <= end; i += W) {
+      const B b0 = load_as<A, T>(b + i);
+      if (stop(b0, b0)) return false;
+      step(i, load_as<A, T>(a + i), b0, s0, s1, W);
+    }
     if (i < end) {
-      step(i, load_as_partial<A, T>(a + i, end - i, T(0)), load_as_partial<A, T>(b + i, end - i, T(0)), s0, s1,
-           end - i);
+      const B b0 = load_as_partial<A, T>(b + i, end - i, T(0));
+      if (stop(b0, b0)) return false;
+      step(i, load_as_partial<A, T>(a + i, end - i, T(0)), b0, s0, s1, end - i);
       i = end;
     }
     t0.add(s0 + r0);
@@ -357,6 +371,7 @@ void two_sums_of_pairs(const S* a, const S* b, std::size_t n, F&& f, double& out
   }
   out0 = hsum<A>(t0.value());
   out1 = hsum<A>(t1.value());
+  return true;
 }
 
 }  // namespace detail

@@ -1112,41 +1112,119 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
   double sg = 0, sgd = 0;
   const double scale = support_sum_scale(n);  // as sparsemax_backward
   const B sc(static_cast<T>(scale));
+  // The sums stop at the first pair of dy vectors holding a nonzero |dy|
+  // below 2^-60 (double 2^-500), before its products: beside it d sc or a
+  // product could fall below the normal range. Such a row runs the scaled
+  // form below (the sums again, unguarded, where dy holds NaN or inf).
+  const B floor(static_cast<T>(std::is_same<T, float>::value ? 0x1p-60 : 0x1p-500));
+  const auto stop_at = [&](auto guarded) {
+    if constexpr (decltype(guarded)::value)
+      return [&](B d0, B d1) { return any_tiny_nonzero<A>(d0, d1, floor); };
+    else
+      return never_stop{};
+  };
   const auto sums = [&](B yv, B d, B& s0, B& s1, B gv) {
     s0 += gv;
     s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
+  };
+  // The scaled form: dy 2^K (largest |dy| 2^K in [1, 2); exact for K >= 0,
+  // by mul_normal below), the sums' products kept where they are multiples
+  // of the smallest normal number (dropped ones below 2^-102 against a
+  // largest |dy| of 1), g (dy 2^K - q) kept where normal, then scaled back
+  // (+0 below the normal range): no subnormal is formed. False for a dy
+  // holding NaN or inf (the plain form then).
+  const auto scaled = [&]() -> bool {
+    T hi, lo;
+    reduce_max_min<A>(dy, n, hi, lo);
+    const T M = std::max(hi, -lo);
+    if (!(M <= std::numeric_limits<T>::max()) || M == T(0)) return false;
+    constexpr int top = std::numeric_limits<T>::max_exponent - 2;
+    const int K = std::max(-top, std::min(-std::ilogb(M), top));
+    const B up(std::ldexp(T(1), K)), back(std::ldexp(T(1), -K)), kb(static_cast<T>(-K));
+    const auto lift = [=](B d) { return K >= 0 ? d * up : mul_normal<A, T>(d, up); };
+    double s0 = 0, s1 = 0;
+    two_sums_of_pairs<A>(y, dy, n,
+                         [&](B yv, B d, B& a0, B& a1) {
+                           const B gv = g(yv);
+                           a0 += gv;
+                           a1 += xsimd::select(yv > zero, mul_summable<A, T>(gv, lift(d)), zero);
+                         },
+                         s0, s1);
+    const T qt = s0 > 0 ? to_normal<T>(s1 / s0) : T(0);
+    const B q(qt);
+    const auto out = [=](B yv, B h) {
+      const B o = mul_normal<A, T>(g(yv), h);
+      return xsimd::select(yv > zero, K >= 0 ? ldexp_flush<A, T>(o, kb) : o * back, zero);
+    };
+    if (difference_always_normal(qt))
+      write([=](B yv, B d) { return out(yv, lift(d) - q); });
+    else
+      write([=](B yv, B d) { return out(yv, difference_normal_or_zero<A, T>(lift(d), q)); });
+    return true;
   };
   // g (dy - q), exact 0 where dy = q; where dy - q overflows (|dy| near
   // the largest T: found by fuzz_sparse, dy = -FLT_MAX, q = 0.05 FLT_MAX,
   // g = 0.11) g dy - g q instead, both products bounded by the scale
   // g (|dy| + |q|) of the result.
   // (an infinite dy keeps g (dy - q): g q would be inf 0 for y = +inf)
-  const auto gradient = [inf](B gv, B d, B q) {
+  // Where |q| is below half an ulp of the largest T (2^103 for float),
+  // dy - q cannot overflow for a finite dy: g (dy - q) alone, the same bits
+  // without the select's five operations a vector.
+  const auto gradient = [inf](auto may_overflow, B gv, B d, B q) {
     const B h = d - q;
-    return xsimd::select((xsimd::abs(h) < inf) | !(xsimd::abs(d) < inf), gv * h, xsimd::fms(gv, d, gv * q));
+    if constexpr (!decltype(may_overflow)::value)
+      return gv * h;
+    else
+      return xsimd::select((xsimd::abs(h) < inf) | !(xsimd::abs(d) < inf), gv * h, xsimd::fms(gv, d, gv * q));
+  };
+  const auto write_with = [&](T qt, auto&& pass) {
+    constexpr int half_ulp_of_max = std::numeric_limits<T>::max_exponent - std::numeric_limits<T>::digits - 1;
+    if (std::fabs(qt) < std::ldexp(T(1), half_ulp_of_max))
+      pass(std::false_type{});
+    else
+      pass(std::true_type{});
   };
   // A general power (two logs and exps a vector) is computed once where dx
   // is its own array: pass 1 keeps g in dx, -inf off the support (g is
   // never negative), and pass 2 reads it back. The same bits either way.
   if (e != T(0) && e != T(1) && e != T(0.5) && scratch) {
     T* dx = scratch;
-    two_sums_of_pairs<A>(y, dy, n,
-                         [&](B yv, B d, B& s0, B& s1) {
-                           const B gv = g(yv);
-                           sums(yv, d, s0, s1, gv);
-                           return xsimd::select(yv > zero, gv, -inf);
-                         },
-                         sg, sgd, dx);
-    const B q(sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0));
+    const auto run_scratch = [&](auto guarded) {
+      return two_sums_of_pairs<A>(y, dy, n,
+                           [&](B yv, B d, B& s0, B& s1) {
+                             const B gv = g(yv);
+                             sums(yv, d, s0, s1, gv);
+                             return xsimd::select(yv > zero, gv, -inf);
+                           },
+                           sg, sgd, dx, stop_at(guarded));
+    };
+    if (!run_scratch(std::true_type{})) {
+      if (scaled()) return;
+      run_scratch(std::false_type{});
+    }
+    const T qt = sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0);
+    const B q(qt);
     if constexpr (std::is_same<S, T>::value)
-      map_pairs<A>(static_cast<const T*>(dx), dy, dx, n, [=](B gk, B d) {
-        return xsimd::select(gk == -inf, zero, gradient(xsimd::max(gk, zero), d, q));
+      write_with(qt, [&](auto may_overflow) {
+        map_pairs<A>(static_cast<const T*>(dx), dy, dx, n, [=](B gk, B d) {
+          return xsimd::select(gk == -inf, zero, gradient(may_overflow, xsimd::max(gk, zero), d, q));
+        });
       });
     return;
   }
-  two_sums_of_pairs<A>(y, dy, n, [&](B yv, B d, B& s0, B& s1) { sums(yv, d, s0, s1, g(yv)); }, sg, sgd);
-  const B q(sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0));
-  write([=](B yv, B d) { return xsimd::select(yv > zero, gradient(g(yv), d, q), zero); });
+  const auto run = [&](auto guarded) {
+    return two_sums_of_pairs<A>(y, dy, n, [&](B yv, B d, B& s0, B& s1) { sums(yv, d, s0, s1, g(yv)); }, sg,
+                                sgd, nullptr, stop_at(guarded));
+  };
+  if (!run(std::true_type{})) {
+    if (scaled()) return;
+    run(std::false_type{});
+  }
+  const T qt = sg > 0 ? finite_mean<T>(sgd / sg / scale) : T(0);
+  const B q(qt);
+  write_with(qt, [&](auto may_overflow) {
+    write([=](B yv, B d) { return xsimd::select(yv > zero, gradient(may_overflow, g(yv), d, q), zero); });
+  });
 }
 template <class A, class T>
 SMAX_FLATTEN void entmax_backward(const T* y, const T* dy, T* dx, std::size_t n, T alpha) noexcept {

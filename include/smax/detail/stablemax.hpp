@@ -359,27 +359,6 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
   map<A>(x, y, n, [l](B v) { return log_stable_s<A, T>(v) - l; });
 }
 
-// Whether a lane of d0 or d1 is nonzero and below `floor` in magnitude.
-// The loop's test is min(|d0|, |d1|) < floor; zeros, which pass it too,
-// are told apart only in the rare vectors that do.
-template <class A, class T>
-SMAX_INLINE bool any_tiny_nonzero(xsimd::batch<T, A> d0, xsimd::batch<T, A> d1, xsimd::batch<T, A> floor) noexcept {
-  using B = xsimd::batch<T, A>;
-  B least;
-#if defined(__AVX512DQ__)
-  if constexpr (is_avx512_v<A>) {  // (vrangeps: the lesser magnitude, sign cleared, in one)
-    if constexpr (std::is_same<T, float>::value)
-      least = _mm512_range_ps(d0, d1, 0x0A);
-    else
-      least = _mm512_range_pd(d0, d1, 0x0A);
-  } else
-#endif
-    least = xsimd::min(xsimd::abs(d0), xsimd::abs(d1));
-  if (__builtin_expect(!xsimd::any(least < floor), 1)) return false;
-  const B zero(T(0));
-  return xsimd::any(((xsimd::abs(d0) < floor) & (d0 != zero)) | ((xsimd::abs(d1) < floor) & (d1 != zero)));
-}
-
 // stablemax_backward: with y = s(x) / S, the vector-Jacobian product is
 //     dx_k = s'(x_k) / S * (dy_k - sum_i dy_i y_i),
 // s'(x) = 1 for x >= 0, s(x)^2 for x < 0 (continuous at 0). Pass 1 sums
