@@ -677,3 +677,42 @@ TEST_CASE("review: sa_softmax normalized gives +0 for -0 entries out of cache, a
     CHECK((ys[7] == 0.0f && !std::signbit(ys[7])));
   }
 }
+
+namespace {
+// entmax_backward on a row whose dy holds a nonzero |dy| below 2^-60 (the
+// scaled form) and a huge dy off the support: the scale comes from the
+// support alone (fuzz_sparse, CI on 551b9ff, 2026-12-07: a support of one
+// entry with dy = 12.6 beside dy = -FLT_MAX off it gave dx = 12.6, not 0).
+template <class T>
+void entmax_backward_huge_dy_off_support() {
+  const T huge = -std::numeric_limits<T>::max(), tiny = std::ldexp(T(1), sizeof(T) == 4 ? -100 : -600);
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (T alpha : {T(1.5), T(2)}) {
+      INFO("isa " << isa << " alpha " << alpha << (sizeof(T) == 4 ? " float" : " double"));
+      // One support entry: dx = g (dy - dy) = 0 everywhere.
+      std::vector<T> y(33, T(0)), dy(33, T(-1) / 1024), dx(33, T(-7));
+      y[26] = 1;
+      dy[26] = T(12.6);
+      dy[21] = -tiny;
+      dy[30] = huge;
+      smax::dynamic::entmax_backward(y.data(), dy.data(), dx.data(), y.size(), alpha);
+      for (T v : dx) CHECK(v == 0);
+      // Two equal entries: dx = g (dy - mean) = +-7.8 g.
+      y[26] = y[3] = T(0.5);
+      dy[3] = T(-3);
+      smax::dynamic::entmax_backward(y.data(), dy.data(), dx.data(), y.size(), alpha);
+      const T g = alpha == T(2) ? T(1) : std::sqrt(T(0.5));
+      CHECK(std::fabs(dx[26] - T(7.8) * g) <= 8 * std::numeric_limits<T>::epsilon() * T(7.8));
+      CHECK(std::fabs(dx[3] + T(7.8) * g) <= 8 * std::numeric_limits<T>::epsilon() * T(7.8));
+      for (std::size_t i = 0; i < y.size(); ++i)
+        if (y[i] == 0) CHECK(dx[i] == 0);
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("fuzz: entmax_backward's scaled form takes its scale from the support", "[regression][sparse]") {
+  entmax_backward_huge_dy_off_support<float>();
+  entmax_backward_huge_dy_off_support<double>();
+}

@@ -1132,14 +1132,21 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
   // of the smallest normal number (dropped ones below 2^-102 against a
   // largest |dy| of 1), g (dy 2^K - q) kept where normal, then scaled back
   // (+0 below the normal range): no subnormal is formed. False for a dy
-  // holding NaN or inf (the plain form then).
+  // holding NaN or inf on the support (the plain form then).
   const auto scaled = [&]() -> bool {
-    T hi, lo;
-    reduce_max_min<A>(dy, n, hi, lo);
-    const T M = std::max(hi, -lo);
-    if (!(M <= std::numeric_limits<T>::max()) || M == T(0)) return false;
+    // (the support's largest |dy| only: an entry off it gives 0 whatever
+    // its dy, and a huge one, scaling the row down, would take the
+    // support's terms below the normal range; found by fuzz_sparse, dy =
+    // -FLT_MAX off a support of one entry)
+    T M = T(0);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!(static_cast<T>(y[i]) > T(0))) continue;
+      const T a = std::fabs(static_cast<T>(dy[i]));
+      if (!(a <= std::numeric_limits<T>::max())) return false;
+      M = std::max(M, a);
+    }
     constexpr int top = std::numeric_limits<T>::max_exponent - 2;
-    const int K = std::max(-top, std::min(-std::ilogb(M), top));
+    const int K = M == T(0) ? 0 : std::max(-top, std::min(-std::ilogb(M), top));
     const B up(std::ldexp(T(1), K)), back(std::ldexp(T(1), -K)), kb(static_cast<T>(-K));
     const auto lift = [=](B d) { return K >= 0 ? d * up : mul_normal<A, T>(d, up); };
     double s0 = 0, s1 = 0;
