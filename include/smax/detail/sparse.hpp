@@ -1115,7 +1115,8 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
   // The sums stop at the first pair of dy vectors holding a nonzero |dy|
   // below 2^-60 (double 2^-500), before its products: beside it d sc or a
   // product could fall below the normal range. Such a row runs the scaled
-  // form below (the sums again, unguarded, where dy holds NaN or inf).
+  // form below (the sums again, unguarded, where dy holds NaN or inf on
+  // the support).
   const B floor(static_cast<T>(std::is_same<T, float>::value ? 0x1p-60 : 0x1p-500));
   const auto stop_at = [&](auto guarded) {
     if constexpr (decltype(guarded)::value)
@@ -1127,7 +1128,7 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
     s0 += gv;
     s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
   };
-  // The scaled form: dy 2^K (largest |dy| 2^K in [1, 2); exact for K >= 0,
+  // The scaled form: dy 2^K (the support's largest |dy| 2^K in [1, 2); exact for K >= 0,
   // by mul_normal below), the sums' products kept where they are multiples
   // of the smallest normal number (dropped ones below 2^-102 against a
   // largest |dy| of 1), g (dy 2^K - q) kept where normal, then scaled back
