@@ -467,16 +467,17 @@ void softmax_two_pass(const T* x, T* y, std::size_t n) noexcept {
 // this many bytes of input (two reads and one write from DRAM, but two exps
 // per element): 4 MiB where AVX-512 runs on 512-bit units, 8 MiB on 256-bit
 // ones (AVX2, and AVX-512 on Zen 4), whose second exp costs twice as much;
-// 16 MiB for double on Zen 4 (half the lanes per exp). The crossings:
-// docs/tuning.md, "automatic's threshold"; 4-lane ISAs (SSE2, NEON) are
-// bound by the exp at every size: reload.
+// 16 MiB for double on AMD family 0x19 (Zen 3 and Zen 4: half the lanes per
+// exp, measured on both, AVX2 and AVX-512). The crossings: docs/tuning.md,
+// "automatic's threshold"; 4-lane ISAs (SSE2, NEON) are bound by the exp at
+// every size: reload.
 template <class A, class T = float>
 std::size_t automatic_two_pass_bytes() noexcept {
   constexpr std::size_t wide = std::size_t(4) << 20, narrow = std::size_t(8) << 20;
   if constexpr (is_avx512_v<A>)
     return avx512_on_256bit_units() ? (sizeof(T) == 8 ? 2 * narrow : narrow) : wide;
   else if constexpr (std::is_base_of<xsimd::fma3<xsimd::avx2>, A>::value)
-    return narrow;
+    return sizeof(T) == 8 && amd_family_19h() ? 2 * narrow : narrow;
   else
     return ~std::size_t(0);
 }
