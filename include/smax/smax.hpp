@@ -61,9 +61,9 @@ namespace smax {
 // softmax.hpp for the traffic each costs); automatic = three-pass reload below
 // 4 MiB of input (AVX-512) / 8 MiB (AVX2, and AVX-512 on AMD Zen 4, whose
 // 512-bit instructions run on 256-bit units; 16 MiB of doubles there and
-// with AVX2 on Zen 3 and Zen 4), two-pass from there; always three-pass reload on SSE2 and NEON, where the
-// exp, not memory, is the limit (measured: softmax.hpp,
-// automatic_two_pass_bytes).
+// with AVX2 on Zen 3 and Zen 4), two-pass from there; always three-pass
+// reload on SSE2 and NEON, where the exp, not memory, is the limit
+// (measured: softmax.hpp, automatic_two_pass_bytes).
 // The output's bits do not depend on where y lies, streamed (16 MiB and
 // more, on x86) or not: tests/test_streamed.cpp.
 template <class A, class T, class = detail::enable_if_arch_t<A>, class = detail::enable_if_real_t<T>>

@@ -1128,12 +1128,12 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
     s0 += gv;
     s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
   };
-  // The scaled form: dy 2^K (the support's largest |dy| 2^K in [1, 2); exact for K >= 0,
-  // by mul_normal below), the sums' products kept where they are multiples
-  // of the smallest normal number (dropped ones below 2^-102 against a
-  // largest |dy| of 1), g (dy 2^K - q) kept where normal, then scaled back
-  // (+0 below the normal range): no subnormal is formed. False for a dy
-  // holding NaN or inf on the support (the plain form then).
+  // The scaled form: dy 2^K (the support's largest |dy| 2^K in [1, 2);
+  // exact for K >= 0, by mul_normal below), the sums' products kept where
+  // they are multiples of the smallest normal number (dropped ones below
+  // 2^-102 against a largest |dy| of 1), g (dy 2^K - q) kept where normal,
+  // then scaled back (+0 below the normal range): no subnormal is formed.
+  // False for a dy holding NaN or inf on the support (the plain form then).
   const auto scaled = [&]() -> bool {
     // (the support's largest |dy| only: an entry off it gives 0 whatever
     // its dy, and a huge one, scaling the row down, would take the
