@@ -265,12 +265,13 @@ constexpr std::size_t half_widened_max = 8192;
 template <class A, class Conv, class H>
 void stablemax_half(const H* x, H* y, std::size_t n) {
   if (n == 0) return;
-  const double s = stablemax_fast_sum<A>(x, n);
+  float widest = 1.0f;
+  const double s = stablemax_fast_sum<A>(x, n, &widest);
   if (s >= 0) {
-    // (the guarded quotients are 0 or normal; SSE2's unguarded one may not be)
-    constexpr narrow_input in =
-        is_x86_sse2_v<A> && !is_x86_avx_v<A> ? narrow_input::any : narrow_input::finite_normal;
-    return map_half<A, in>(x, y, n, stablemax_quotient<A>(static_cast<float>(1.0 / s)));
+    // (every quotient is 0 or normal)
+    return with_stablemax_quotient<A>(static_cast<float>(1.0 / s), widest, [&](auto q) {
+      map_half<A, narrow_input::finite_normal>(x, y, n, q);
+    });
   }
   call_widened_whole<Conv, H>(
       n, [](const float* xf, float* yf, std::size_t m) { stablemax<A>(xf, yf, m); }, x, y, n);
@@ -292,8 +293,11 @@ template <class A, class Conv, class H>
 void stablemax_backward_half(const H* x, const H* dy, H* dx, std::size_t n) {
   if (n == 0) return;
   double S, D;
-  if (stablemax_backward_sums<A>(x, dy, n, S, D) == stable_sums::in_range)
-    return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float>(S, D));
+  float hcut;
+  const stable_sums sums = stablemax_backward_sums<A>(x, dy, n, S, D, hcut);
+  if (sums == stable_sums::in_range) return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float>(S, D));
+  if (sums == stable_sums::checked)
+    return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float, true>(S, D, hcut));
   call_widened_whole<Conv, H>(
       n,
       [](const float* xf, const float* dyf, float* dxf, std::size_t m) { stablemax_backward<A>(xf, dyf, dxf, m); },

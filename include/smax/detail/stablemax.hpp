@@ -5,12 +5,12 @@
 //
 // Out of cache the fast path reads x twice and writes y once: pass 1 sums
 // s(x) 2^k (per-lane blocks, compensated: error flat in n; the lift 2^k,
-// k = 32 float, 64 double, keeps 2^k / (1 - x) normal for every finite x
-// at no cost: the same bits, scaled, as s(x) where that is normal); pass 2
-// writes s(x) / sum with one division (x < 0: (1/sum) / (1 - x); x >= 0:
-// (x + 1) * (1/sum)), +0 where the quotient would be below the normal
-// range (never formed; not on SSE2: docs/guarantees.md). It is exact to
-// rounding while the sum lies in [sum_lo, sum_hi]: below sum_hi no partial
+// k = 32 float, 64 double, keeps 2^k / (1 - x) normal for every finite x,
+// free with a fused multiply-add: the same bits, scaled, as s(x) where
+// that is normal); pass 2 writes s(x) / sum with one division (x < 0:
+// (1/sum) / (1 - x); x >= 0: (x + 1) * (1/sum)), +0 where the quotient
+// would be below the normal range (never formed; SSE2 chooses per row).
+// It is exact to rounding while the sum lies in [sum_lo, sum_hi]: below sum_hi no partial
 // sum overflowed and 1/sum is a normal number; above sum_lo every s(x)
 // below 2^-26 sum has an output below 1e-30 (the accuracy floor).
 // Anything else (NaN, +inf, sums beyond the range: |x| near FLT_MAX, or
@@ -42,11 +42,17 @@ struct stablemax_limits {
   static constexpr int lift_exp = f32 ? 32 : 64;
   static constexpr double lifted_sum_hi = f32 ? 0x1p90 : 0x1p930;
   // The least nonzero |dy| that stablemax_backward's plain form takes
-  // (2^-60, double 2^-500): beside s(x) >= 2^-43 (double 2^-470, x above
-  // -2^43) every product s(x) dy is 0 or a multiple of the smallest normal
-  // number, and so is every lane sum; dy / 2 is normal. A row with a
-  // smaller one takes stablemax_backward_scaled.
+  // (2^-60, double 2^-500): beside its lifted s(x) >= 2^-43 (double
+  // 2^-424; backward_lift_exp) every product s(x) dy is 0 or a multiple of
+  // the smallest normal number, and so is every lane sum; dy / 2 is normal.
+  // A row with a smaller one takes stablemax_backward_careful.
   static constexpr double dy_floor = f32 ? 0x1p-60 : 0x1p-500;
+  // stablemax_backward's pass 1 sums s(x) 2^backward_lift_exp: 2^85 / (1 -
+  // x) >= 2^-43 (double 2^600 / (1 - x) >= 2^-424) for every finite x, so
+  // that beside dy_floor every product is 0 or a multiple of the smallest
+  // normal number. (Rows with x beyond 2^43, double 2^424, or a dot beyond
+  // about that, overflow there and take the careful form.)
+  static constexpr int backward_lift_exp = f32 ? 85 : 600;
 };
 
 // s(x); NaN stays NaN, s(-inf) = 0, s(+inf) = +inf.
@@ -71,10 +77,21 @@ SMAX_INLINE xsimd::batch<T, A> stable_s_lifted(xsimd::batch<T, A> v) noexcept {
   }
 }
 
-// The forward's lift: none without a fused multiply-add (SSE2), where
-// fma(x, c, c) is two instructions, and pass 2 is not guarded either.
+// SSE2, with neither a blend nor a fused multiply-add, chooses pass 2 per
+// row (its guard cost 1.17x, AMD EPYC Zen 5, 2026-12-05): pass 1 takes
+// s(x) unlifted as max(x + 1, 1 / min(1 + |x|, 2^125)) (double 2^1021;
+// s(x) bit for bit down to x = -2^125: x + 1 < 1 / (1 - x) for x < 0,
+// 1 / (1 + x) <= x + 1 for x >= 0, and rounding keeps the order; beyond,
+// 2^-125 for s(x), a change below 2^-99 of the sum) and keeps the largest
+// 1 + |x|; the row takes the unguarded quotient where that is within the
+// limit. As many instructions as the select it replaces (until 2026-12-07
+// its s(x) was subnormal beyond -2^126).
+template <class A>
+constexpr bool stablemax_row_guard = is_x86_sse2_v<A> && !is_x86_avx_v<A>;
+
+// The forward's lift (none on SSE2, above).
 template <class A, class T>
-constexpr int stablemax_lift = has_fma_v<A> ? stablemax_limits<T>::lift_exp : 0;
+constexpr int stablemax_lift = stablemax_row_guard<A> ? 0 : stablemax_limits<T>::lift_exp;
 
 // f / d for d >= 1, or +0 where d exceeds `limit` (beyond it the quotient
 // would lie below the normal range: normal_quotient_limit): that quotient
@@ -114,14 +131,28 @@ SMAX_INLINE xsimd::batch<T, A> stable_s_times(xsimd::batch<T, A> v, xsimd::batch
 // The forward's pass 1: the sum of s(x) (summed lifted, returned
 // unlifted), or a negative number where the fast path may not use it. x may
 // be 16-bit (each vector widened as loaded: the sum of the widened row).
+// With stablemax_row_guard, `widest` gets the largest 1 + |x|.
 template <class A, class S>
-double stablemax_fast_sum(const S* x, std::size_t n) noexcept {
+double stablemax_fast_sum(const S* x, std::size_t n, compute_t<S>* widest = nullptr) noexcept {
   using T = compute_t<S>;
   using Lim = stablemax_limits<T>;
   using B = xsimd::batch<T, A>;
   constexpr int lift = stablemax_lift<A, T>;
-  const double lifted =
-      sum_map<A>(x, static_cast<T*>(nullptr), n, [](B v) { return stable_s_lifted<A, T, lift>(v); });
+  double lifted;
+  if constexpr (stablemax_row_guard<A>) {
+    // (2^125, double 2^1021: s(x) normal, and a row of such s(x) alone sums
+    // below sum_lo, the robust path's)
+    const B one(T(1)), cap(std::ldexp(T(1), std::numeric_limits<T>::max_exponent - 3));
+    B w(one);
+    lifted = sum_map<A>(x, static_cast<T*>(nullptr), n, [&w, one, cap](B v) {
+      const B a = one + xsimd::abs(v);
+      w = xsimd::max(w, a);
+      return xsimd::max(v + one, div_<A, T>(one, xsimd::min(cap, a)));
+    });
+    if (widest) *widest = hmax<A>(w);
+  } else {
+    lifted = sum_map<A>(x, static_cast<T*>(nullptr), n, [](B v) { return stable_s_lifted<A, T, lift>(v); });
+  }
   const double s = std::ldexp(lifted, -lift);
   return (s >= Lim::sum_lo && s <= (lift ? Lim::lifted_sum_hi : Lim::sum_hi)) ? s : -1.0;
 }
@@ -164,10 +195,12 @@ SMAX_INLINE void with_stable_ratio(T m, F&& f) {
     const T inv_k = mp1_t > T(1) / std::numeric_limits<T>::min() ? T(0) : inv_t;
     const B mp1(mp1_t), inv_mp1(inv_k), small(mp1_t * std::numeric_limits<T>::min());
     const B limit(inv_k > T(0) ? normal_quotient_limit<T>(static_cast<double>(inv_k)) : T(0));
+    // (1 + |x|, which is 1 - x where it is kept: the discarded lanes x >= 0
+    // divided by 1 - x, a subnormal quotient beside a large x)
     f([=](B v) {
       const B up = v + one;
       return xsimd::select(v >= zero, div_<A, T>(xsimd::select(up >= small, up, zero), mp1),
-                           div_normal<A, T>(inv_mp1, one - v, limit));
+                           div_normal<A, T>(inv_mp1, one + xsimd::abs(v), limit));
     });
   } else {
     const B omm(T(1) - m), limit(normal_quotient_limit<T>(static_cast<double>(T(1) - m)));
@@ -192,8 +225,12 @@ void stablemax_robust(const T* x, T* y, std::size_t n) noexcept {
 // The forward's pass 2 as a function of x: s(x) / sum, given inv_t = 1 / sum
 // of the fast path (one division; +0 where the quotient would lie below the
 // normal range, never formed). One body for T arrays and for 16-bit x
-// widened as loaded.
-template <class A, class T>
+// widened as loaded. Wide: for rows with 1 / sum below 2^-62 (a sum
+// beyond 2^62, from some x beyond it), where the discarded lanes' (1/sum) /
+// (1 - x) for a large positive x would be subnormal: those lanes divide by
+// 1 + |x| instead, which the guard turns into +0 (not AVX-512, whose
+// masked division never divides there).
+template <class A, class T, bool Wide = false>
 auto stablemax_quotient(T inv_t) noexcept {
   using B = xsimd::batch<T, A>;
   const B inv(inv_t), one(T(1));
@@ -231,7 +268,7 @@ auto stablemax_quotient(T inv_t) noexcept {
     // for a divisor of +inf beyond the limit.
     const B lim(normal_quotient_limit<T>(static_cast<double>(inv_t))), inf(std::numeric_limits<T>::infinity());
     return [=](B v) {
-      const B d = one - v;
+      const B d = Wide ? one + xsimd::abs(v) : one - v;
       if constexpr (std::is_same<T, float>::value)
         return B(_mm256_blendv_ps((v + one) * inv, div_<A, T>(inv, B(_mm256_blendv_ps(d, inf, lim - d))), v));
       else
@@ -239,23 +276,42 @@ auto stablemax_quotient(T inv_t) noexcept {
     };
   } else
 #endif
-  if constexpr (is_x86_sse2_v<A> && !is_x86_avx_v<A>) {
-    // Open (docs/guarantees.md): without a blend, the guard (a compare, an
-    // and and a max) cost SSE2 1.17x here (AMD EPYC Zen 5, 2026-12-05);
-    // pass 1 forms 1 / (1 - x) below the normal range for |x| > 2^126.
-    return [inv](B v) { return stable_s_times<A>(v, inv); };
-  } else {
+  {
     const B lim(normal_quotient_limit<T>(static_cast<double>(inv_t)));
-    return [=](B v) { return xsimd::select(v >= B(T(0)), (v + one) * inv, div_normal<A, T>(inv, one - v, lim)); };
+    return [=](B v) {
+      const B d = Wide ? one + xsimd::abs(v) : one - v;
+      return xsimd::select(v >= B(T(0)), (v + one) * inv, div_normal<A, T>(inv, d, lim));
+    };
   }
+}
+
+// f(quotient): stablemax_quotient (Wide for 1 / sum below 2^-62), or with
+// stablemax_row_guard the unguarded s(x) / sum where the row's largest
+// 1 + |x| (`widest`) is within the limit, so that every quotient, kept or
+// discarded, is normal.
+template <class A, class T, class F>
+SMAX_INLINE void with_stablemax_quotient(T inv_t, T widest, F&& f) {
+  const bool wide = inv_t < T(0x1p-62);
+  if constexpr (stablemax_row_guard<A>) {
+    if (widest <= normal_quotient_limit<T>(static_cast<double>(inv_t))) {
+      const xsimd::batch<T, A> inv(inv_t);
+      return f([inv](xsimd::batch<T, A> v) { return stable_s_times<A>(v, inv); });
+    }
+  } else {
+    (void)widest;
+  }
+  if constexpr (!is_avx512_v<A>)
+    if (wide) return f(stablemax_quotient<A, T, true>(inv_t));
+  f(stablemax_quotient<A, T>(inv_t));
 }
 
 template <class A, class T>
 void stablemax(const T* x, T* y, std::size_t n) noexcept {
   if (n == 0) return;
-  const double s = stablemax_fast_sum<A>(x, n);
+  T widest = T(1);
+  const double s = stablemax_fast_sum<A>(x, n, &widest);
   if (s < 0) return stablemax_robust<A>(x, y, n);
-  map<A>(x, y, n, stablemax_quotient<A>(static_cast<T>(1.0 / s)));
+  with_stablemax_quotient<A>(static_cast<T>(1.0 / s), widest, [&](auto q) { map<A>(x, y, n, q); });
 }
 
 // log s(x) = log1p(x) for x >= 0, -log1p(-x) for x < 0; -inf at x = -inf.
@@ -440,89 +496,213 @@ T half_mean_normal(double m) noexcept {
 // mean = D / S, formed as 2 * (h * ...) with h = (dy - mean) / 2 (no
 // overflow: |mean| <= max |dy|) and the small factors applied to h one at a
 // time, never multiplied together first: s'(x) = s(x)^2 underflows for x
-// below -2^63 (float) while s(x)^2 h may still be a normal number.
-template <class A, class T>
-auto stablemax_backward_term(double S, double D) noexcept {
+// below -2^63 (float) while s(x)^2 h may still be a normal number. One
+// chain for every lane, ((h sv) / S) sv with sv = 1 / max(1 - x, 1): sv = 1
+// for x >= 0 gives h / S exactly, and no lane divides by a 1 - x <= 0
+// (the discarded quotients of a select were subnormal beside a large x).
+// Checked (rows whose bound fails, stablemax_backward_sums): a vector with
+// a nonzero |h| below hcut takes each product by mul_normal.
+template <class A, class T, bool Checked = false>
+auto stablemax_backward_term(double S, double D, T hcut = T(0)) noexcept {
   using B = xsimd::batch<T, A>;
-  const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2));
+  const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2)), cut(hcut);
   const B invS(static_cast<T>(1.0 / S)), mean_half(half_mean_normal<T>(D / S));
   return [=](B v, B g) {
     const B h = g * half - mean_half;
-    const B sv = div_<A, T>(one, one - v);
-    // x < 0: invS before the second s(x): h s(x)^2 alone can underflow
-    // where the result is normal (double, S near 2^-539; found in review).
-    return xsimd::select(v >= zero, h * invS, ((h * sv) * invS) * sv) * two;
+    const B sv = div_<A, T>(one, xsimd::max(one - v, one));
+    if constexpr (Checked) {
+      if (!xsimd::all((xsimd::abs(h) >= cut) | (h == zero)))
+        return mul_normal<A, T>(mul_normal<A, T>(mul_normal<A, T>(h, sv), invS), sv) * two;
+    }
+    // (invS before the second s(x): h s(x)^2 alone can underflow where the
+    // result is normal: double, S near 2^-539; found in review)
+    return ((h * sv) * invS) * sv * two;
   };
 }
-template <class A, class T>
-SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double D) noexcept {
-  map_pairs<A>(x, dy, dx, n, stablemax_backward_term<A, T>(S, D));
+template <class A, class T, bool Checked = false>
+SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double D,
+                                           T hcut = T(0)) noexcept {
+  map_pairs<A>(x, dy, dx, n, stablemax_backward_term<A, T, Checked>(S, D, hcut));
 }
 
-// S and D of stablemax_backward's pass 1: in_range where they are in the
-// plain form's range, tiny_dy where the row holds a nonzero |dy| below
-// dy_floor (pass 1 stopped there). x and dy may be 16-bit.
-enum class stable_sums { in_range, tiny_dy, out_of_range };
+// S and D of stablemax_backward's pass 1: in_range where the plain form
+// forms no subnormal on the row (below), careful elsewhere (a nonzero |dy|
+// below dy_floor, where pass 1 stops; S or D out of range, NaN and inf
+// included; a row whose pass 2 could form a product below the normal
+// range). x and dy may be 16-bit.
+//
+// Pass 1 sums s(x) 2^backward_lift_exp and its products with dy (the same
+// bits, scaled, as the unlifted sums wherever those are normal): every
+// lifted s(x) is 0 (x = -inf) or at least 2^-43 (double 2^-424), so beside
+// nonzero |dy| >= dy_floor every product is 0 or a multiple of the smallest
+// normal number min, as is every lane sum; the discarded quotients of the
+// lanes x >= 0 are at least that large too. It also keeps the largest
+// 1 - x (a row holding -inf takes the largest finite one in a pass over x).
+// Pass 2's products (h s(x)) invS s(x), h = dy / 2 - mean / 2, are normal
+// where |h| s(x)^2 min(1 / S, 1) >= 4 min for every nonzero h. Nonzero |h|
+// is at least hmin = min(|mean / 2| 2^-(digits + 1), dy_floor / 4) (dy_floor
+// / 2 for a mean of 0): where dy / 2 and mean / 2 lie within a factor of 2
+// of each other both are multiples of ulp(|mean / 2| / 2); elsewhere the
+// difference exceeds half the larger. So the row check is, in binary
+// exponents, hmin / (1 - x)_max^2 min(1 / S, 1) >= 4 min. Rows that fail
+// it (a mask of -1e9 beside dy ~ 1 does) but whose 1 - x stays below
+// 2^(max_exponent - 3), so that every s(x) is normal, are `checked`: pass
+// 2 tests each vector's |h| against hcut, the least |h| the bound allows.
+enum class stable_sums { in_range, checked, careful };
+template <class T>
+stable_sums stablemax_plain_products_normal(double S, T mean_half, T dmax, T& hcut) noexcept {
+  using Lim = stablemax_limits<T>;
+  constexpr int digits = std::numeric_limits<T>::digits;
+  const int floor_exp = std::ilogb(Lim::dy_floor);
+  const int h_exp = mean_half == T(0) ? floor_exp - 1
+                                      : std::min(std::ilogb(mean_half) - digits - 1, floor_exp - 2);
+  // (upper bounds of log2 (1 - x)_max and log2 S: ilogb + 1)
+  const int d_exp = dmax > T(1) ? std::ilogb(dmax) + 1 : 0;
+  const int s_exp = S > 1.0 ? std::ilogb(S) + 1 : 0;
+  const int cut_exp = std::numeric_limits<T>::min_exponent + 1 + 2 * d_exp + s_exp;
+  if (h_exp >= cut_exp) return stable_sums::in_range;
+  if (!(dmax <= std::ldexp(T(1), std::numeric_limits<T>::max_exponent - 3))) return stable_sums::careful;
+  hcut = std::ldexp(T(1), std::min(cut_exp, std::numeric_limits<T>::max_exponent - 1));
+  return stable_sums::checked;
+}
+// The least x other than -inf (+inf where there is none; 0 counts in the
+// partial vector's padding, harmless beside 1 - x >= 1).
 template <class A, class S>
-stable_sums stablemax_backward_sums(const S* x, const S* dy, std::size_t n, double& s, double& d) noexcept {
+compute_t<S> least_finite(const S* x, std::size_t n) noexcept {
+  using T = compute_t<S>;
+  using B = xsimd::batch<T, A>;
+  constexpr std::size_t W = B::size;
+  const B inf(std::numeric_limits<T>::infinity()), ninf(-std::numeric_limits<T>::infinity());
+  B m0(inf), m1(inf);
+  std::size_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const B v0 = load_as<A, T>(x + i), v1 = load_as<A, T>(x + i + W);
+    m0 = xsimd::min(m0, xsimd::select(v0 == ninf, inf, v0));
+    m1 = xsimd::min(m1, xsimd::select(v1 == ninf, inf, v1));
+  }
+  for (; i < n; i += W) {
+    const B v = n - i >= W ? load_as<A, T>(x + i) : load_as_partial<A, T>(x + i, n - i, T(0));
+    m0 = xsimd::min(m0, xsimd::select(v == ninf, inf, v));
+  }
+  return -hmax<A>(-xsimd::min(m0, m1));
+}
+template <class A, class S>
+stable_sums stablemax_backward_sums(const S* x, const S* dy, std::size_t n, double& s, double& d,
+                                    compute_t<S>& hcut) noexcept {
   using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
   using Lim = stablemax_limits<T>;
-  // (s(x) and its products are formed below the normal range for x beyond
-  // -2^126, and the ratios beyond +2^126: open, docs/guarantees.md)
-  if (!sum_and_products<A, true>(x, dy, n, [](B v) { return stable_s<A>(v); }, [](B r, B g) { return r * g; }, s, d))
-    return stable_sums::tiny_dy;
-  return s >= Lim::sum_lo && s <= Lim::sum_hi && d - d == 0 ? stable_sums::in_range : stable_sums::out_of_range;
+  const B one(T(1)), zero(T(0)), lift(std::ldexp(T(1), Lim::backward_lift_exp));
+  B dmax(T(1));
+  const auto lifted_s = [&](B v) {
+    if constexpr (stablemax_row_guard<A>) {
+      // (SSE2, with neither a blend nor a fused multiply-add: max((x + 1) c,
+      // c / (1 + |x|)) is s(x) c bit for bit, x + 1 < 1 / (1 - x) for x < 0
+      // and 1 / (1 + x) <= x + 1 for x >= 0, rounding keeping the order;
+      // 1 + |x| >= 1 - x is what it keeps)
+      const B w = one + xsimd::abs(v);
+      dmax = xsimd::max(dmax, w);
+      return xsimd::max((v + one) * lift, div_<A, T>(lift, w));
+    } else {
+      const B w = one - v;
+      dmax = xsimd::max(dmax, w);
+      const B q = div_<A, T>(lift, w), p = xsimd::fma(v, lift, lift);
+#if defined(__AVX__)
+      // (AVX2: a blend on x's sign bit, no compare, which pays for the
+      // step above; -0 divides: c / (1 + 0) = s(0) c)
+      if constexpr (is_x86_avx_v<A> && !is_avx512_v<A>) {
+        if constexpr (std::is_same<T, float>::value)
+          return B(_mm256_blendv_ps(p, q, v));
+        else
+          return B(_mm256_blendv_pd(p, q, v));
+      }
+#endif
+      return xsimd::select(v >= zero, p, q);
+    }
+  };
+  if (!sum_and_products<A, true>(x, dy, n, lifted_s, [](B r, B g) { return r * g; }, s, d))
+    return stable_sums::careful;
+  s = std::ldexp(s, -Lim::backward_lift_exp);
+  d = std::ldexp(d, -Lim::backward_lift_exp);
+  if (!(s >= Lim::sum_lo && s <= Lim::sum_hi && d - d == 0)) return stable_sums::careful;
+  T dm = hmax<A>(dmax);
+  if (dm == std::numeric_limits<T>::infinity()) dm = T(1) - std::min(least_finite<A>(x, n), T(0));
+  return stablemax_plain_products_normal<T>(s, half_mean_normal<T>(d / s), dm, hcut);
 }
 
-// stablemax_backward on a row with a nonzero |dy| below dy_floor: dy scaled
-// by 2^K (K >= 0, the largest |dy| 2^K at least 1; exact), the products of
-// pass 1 kept where they are multiples of the smallest normal number
-// (mul_summable: those dropped are below 2^-102 against a largest |dy| of
-// 1), each product of pass 2 kept where normal (mul_normal) and the result
-// scaled back by 2^-K, +0 below the normal range: no subnormal is formed.
-// False (nothing written) where S or the dot leaves the plain range or dy
-// holds NaN or inf: the ratios path then.
+// h / d for d >= 1 (+inf included), or +0 where |h / d| would lie below
+// the normal range (never formed: |h| >= d min, d min exact, is the test).
 template <class A, class T>
-SMAX_FLATTEN bool stablemax_backward_scaled(const T* x, const T* dy, T* dx, std::size_t n) noexcept {
+SMAX_INLINE xsimd::batch<T, A> quotient_normal(xsimd::batch<T, A> h, xsimd::batch<T, A> d) noexcept {
   using B = xsimd::batch<T, A>;
-  using Lim = stablemax_limits<T>;
+  return div_<A, T>(xsimd::select(xsimd::abs(h) >= d * B(std::numeric_limits<T>::min()), h, B(T(0))), d);
+}
+
+// stablemax_backward on every finite row the plain form leaves (tiny dy, x
+// far below 0 or above it, sums out of range, rows whose pass 2 could form
+// a product below the normal range), on the ratios r = s(x) / s(m) in
+// [min, 1] or +0 (m = max x, with_stable_ratio), R = sum r in [1, n], and
+// dy scaled by 2^K (|dy| max 2^K in [1, 8): K < 0 drops what falls below
+// the normal range, K > 0 is exact), so that sum dy r 2^K neither
+// overflows nor, through mul_summable, forms a subnormal:
+//     mean = (sum dy r) / R,  h = (dy - mean) / 2  (in 2^max(K, 0)),
+//     x >= 0: dx = 2 h / (s(m) R);   x < 0: dx = 2 h s(x)^2 / (s(m) R),
+// the latter as h / (1 - x) / (1 - x) / s(m) for m >= 0 (r s(x) would be
+// 0 where s(m) is near the largest T though the result is normal: found
+// by fuzz_variants, m = DBL_MAX, x = -1.6e6) and as (h / (1 - x)) r for
+// m < 0. Every step is 0 or normal (quotient_normal, mul_normal), what a
+// step drops is below min times the factors still to come (each at most
+// 1), and the result is scaled back by 2^-max(K, 0), +0 below the normal
+// range. Nothing written where dy holds NaN or inf (false).
+template <class A, class T>
+SMAX_FLATTEN bool stablemax_backward_careful(const T* x, const T* dy, T* dx, std::size_t n, T m) noexcept {
+  using B = xsimd::batch<T, A>;
   T hi, lo;
   reduce_max_min<A>(dy, n, hi, lo);
-  const T M = std::max(hi, -lo);
-  if (!(M <= std::numeric_limits<T>::max()) || M == T(0)) return false;
-  // (2^K normal: K <= 126, double 1022, reached by subnormal dy alone)
-  const int K = M >= T(1) ? 0 : std::min(-std::ilogb(M), std::numeric_limits<T>::max_exponent - 2);
-  const B up(std::ldexp(T(1), K)), half(T(0.5)), one(T(1)), zero(T(0)), two(T(2));
-  double S, D;
-  sum_and_products<A, false>(x, dy, n, [](B v) { return stable_s<A>(v); },
-                             [up](B r, B g) { return mul_summable<A, T>(r, g * up); }, S, D);
-  if (!(S >= Lim::sum_lo && S <= Lim::sum_hi && D - D == 0)) return false;
-  const T mh = half_mean_normal<T>(D / S);
-  const B invS(static_cast<T>(1.0 / S)), mean_half(mh), back(T(1 - K));
-  const auto term = [=](B h, B v) {
-    const B sv = div_<A, T>(one, one - v);
-    const B r = xsimd::select(v >= zero, mul_normal<A, T>(h, invS),
-                              mul_normal<A, T>(mul_normal<A, T>(mul_normal<A, T>(h, sv), invS), sv));
-    return K == 0 ? r * two : ldexp_flush<A, T>(r, back);
-  };
-  // (h = g 2^K / 2 - mean / 2: 0 or normal, by difference_normal_or_zero
-  // beside a mean below 2^digits min)
-  if (difference_always_normal(mh))
-    map_pairs<A>(x, dy, dx, n, [=](B v, B g) { return term(mul_normal<A, T>(g * up, half) - mean_half, v); });
-  else
-    map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
-      return term(difference_normal_or_zero<A, T>(mul_normal<A, T>(g * up, half), mean_half), v);
-    });
+  const T G = std::max(hi, -lo);
+  if (!(G <= std::numeric_limits<T>::max())) return false;
+  // (2^K normal: K in [min_exponent, max_exponent - 2], float [-125, 126])
+  const int K = G == T(0) ? 0
+                          : std::max(std::min(-std::ilogb(G), std::numeric_limits<T>::max_exponent - 2),
+                                     std::numeric_limits<T>::min_exponent);
+  const int Kout = std::max(K, 0);
+  const B sums_scale(std::ldexp(T(1), K)), out_scale(std::ldexp(T(1), Kout));
+  const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2)), back(T(1 - Kout));
+  with_stable_ratio<A, T>(m, [&](auto ratio) {
+    double R, D;
+    sum_and_products<A, false>(x, dy, n, ratio, [sums_scale](B r, B g) {
+      return mul_summable<A, T>(r, mul_normal<A, T>(g, sums_scale));
+    }, R, D);
+    const T mh = half_mean_normal<T>(std::ldexp(D / R, Kout - K));
+    const B mean_half(mh), invR(static_cast<T>(1.0 / R));
+    const bool plain_difference = difference_always_normal(mh);
+    const auto h_of = [=](B g) {
+      const B gh = mul_normal<A, T>(g * out_scale, half);
+      return plain_difference ? gh - mean_half : difference_normal_or_zero<A, T>(gh, mean_half);
+    };
+    const auto finish = [=](B q) { return Kout == 0 ? q * two : ldexp_flush<A, T>(q, back); };
+    if (m >= T(0)) {
+      const B sm(m + T(1));
+      map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
+        const B w = xsimd::select(v >= zero, one, one - v);
+        const B q = quotient_normal<A, T>(quotient_normal<A, T>(quotient_normal<A, T>(h_of(g), w), w), sm);
+        return finish(mul_normal<A, T>(q, invR));
+      });
+    } else {
+      map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
+        const B q = mul_normal<A, T>(quotient_normal<A, T>(h_of(g), one - v), ratio(v));
+        return finish(mul_normal<A, T>(q, invR));
+      });
+    }
+  });
   return true;
 }
 
-// stablemax_backward where S or D is out of range, on the ratios
-// r = s / s(m) <= 1 with R = sum r: mean = (sum dy r) / R and
-// s'(x) / S = 1 / (s(m) R) for x >= 0, r s(x) / R for x < 0. The sums run
-// on r 2^-k with 2^k > n, so sum dy r 2^-k cannot overflow even for dy
-// near the largest T; 1 / S, which may be subnormal here (s(m) near the
-// largest T), is never formed: h is divided by s(m) and by R in turn.
+// stablemax_backward on a row whose dy holds an infinity (x finite): the
+// IEEE results of the ratios form, r = s / s(m) <= 1 with R = sum r: mean
+// = (sum dy r) / R and s'(x) / S = 1 / (s(m) R) for x >= 0, r s(x) / R
+// for x < 0, the sums on r 2^-k with 2^k > n, h divided by s(m) and by R
+// in turn (1 / S is never formed).
 template <class A, class T>
 SMAX_FLATTEN void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std::size_t n, T m) noexcept {
   using B = xsimd::batch<T, A>;
@@ -557,21 +737,21 @@ SMAX_FLATTEN void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std:
   });
 }
 
-
 template <class A, class T>
 void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept {
   if (n == 0) return;
   double S, D;
-  const stable_sums sums = stablemax_backward_sums<A>(x, dy, n, S, D);
+  T hcut;
+  const stable_sums sums = stablemax_backward_sums<A>(x, dy, n, S, D, hcut);
   if (sums == stable_sums::in_range) return stablemax_backward_plain<A>(x, dy, dx, n, S, D);
-  if (sums == stable_sums::tiny_dy && stablemax_backward_scaled<A>(x, dy, dx, n)) return;
+  if (sums == stable_sums::checked) return stablemax_backward_plain<A, T, true>(x, dy, dx, n, S, D, hcut);
   const stablemax_scan sc = stablemax_special(x, n);
   // NaN anywhere (x or dy) wins over every other rule, as in the forward.
   if (sc.nan || stablemax_special(dy, n).nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
   if (sc.n_posinf) return fill(dx, n, T(0));
   const T m = reduce_max<A>(x, n);
   if (m == -std::numeric_limits<T>::infinity()) return fill(dx, n, T(0));
-  stablemax_backward_ratios<A>(x, dy, dx, n, m);
+  if (!stablemax_backward_careful<A>(x, dy, dx, n, m)) stablemax_backward_ratios<A>(x, dy, dx, n, m);
 }
 
 }  // namespace detail
