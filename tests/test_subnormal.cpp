@@ -567,6 +567,14 @@ void check_stablemax_backward_edges() {
         dy[i] = std::ldexp(T(1), -40 * k) * (T(1) + static_cast<T>(i % 5) * std::numeric_limits<T>::epsilon());
       rows.push_back({"a mask of -2^30 beside dy near-equal", {x, dy}});
     }
+    {  // a dot below the normal range of double: one x at -2^83 (double
+       // -2^830) holding the only nonzero dy, 2^-33 (double 2^-330; the
+       // unlifted double sums were subnormal, found in review)
+      std::vector<T> x = x0, dy(n, T(0));
+      x[n / 3] = -std::ldexp(T(1), 83 * k);
+      dy[n / 3] = std::ldexp(T(1), -33 * k);
+      rows.push_back({"a lone dy beside x = -2^83", {x, dy}});
+    }
     const auto with_x = [&](const char* name, T v) {
       std::vector<T> x = x0;
       x[n / 3] = v;

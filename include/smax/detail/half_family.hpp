@@ -292,12 +292,12 @@ void log_stablemax_half(const H* x, H* y, std::size_t n) {
 template <class A, class Conv, class H>
 void stablemax_backward_half(const H* x, const H* dy, H* dx, std::size_t n) {
   if (n == 0) return;
-  double S, D;
+  double S, mean;
   float hcut;
-  const stable_sums sums = stablemax_backward_sums<A>(x, dy, n, S, D, hcut);
-  if (sums == stable_sums::in_range) return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float>(S, D));
+  const stable_sums sums = stablemax_backward_sums<A>(x, dy, n, S, mean, hcut);
+  if (sums == stable_sums::in_range) return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float>(S, mean));
   if (sums == stable_sums::checked)
-    return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float, true>(S, D, hcut));
+    return map2_half<A>(x, dy, dx, n, stablemax_backward_term<A, float, true>(S, mean, hcut));
   call_widened_whole<Conv, H>(
       n,
       [](const float* xf, const float* dyf, float* dxf, std::size_t m) { stablemax_backward<A>(xf, dyf, dxf, m); },

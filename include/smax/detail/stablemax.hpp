@@ -55,6 +55,19 @@ struct stablemax_limits {
   static constexpr int backward_lift_exp = f32 ? 85 : 600;
 };
 
+// lifted 2^-lift where that lies in [lo, hi], else -1, judged before the
+// unlift so that no subnormal double is formed (double rows of tiny sums).
+inline double unlift_in_range(double lifted, int lift, double lo, double hi) noexcept {
+  if (!(lifted - lifted == 0 && lifted >= std::ldexp(lo, lift) && lifted <= std::ldexp(hi, lift))) return -1.0;
+  return std::ldexp(lifted, -lift);
+}
+// a 2^e / b (a finite, b > 0 finite, e >= 0), or 0 where it would lie
+// below 2^-1020: no subnormal double formed (a mean of tiny sums).
+inline double quotient_normal_or_zero(double a, double b, int e = 0) noexcept {
+  if (a == 0 || std::ilogb(a) - std::ilogb(b) + e < -1020) return 0.0;
+  return std::ldexp(a, e) / b;
+}
+
 // s(x); NaN stays NaN, s(-inf) = 0, s(+inf) = +inf.
 template <class A, class T>
 SMAX_INLINE xsimd::batch<T, A> stable_s(xsimd::batch<T, A> v) noexcept {
@@ -153,8 +166,7 @@ double stablemax_fast_sum(const S* x, std::size_t n, compute_t<S>* widest = null
   } else {
     lifted = sum_map<A>(x, static_cast<T*>(nullptr), n, [](B v) { return stable_s_lifted<A, T, lift>(v); });
   }
-  const double s = std::ldexp(lifted, -lift);
-  return (s >= Lim::sum_lo && s <= (lift ? Lim::lifted_sum_hi : Lim::sum_hi)) ? s : -1.0;
+  return unlift_in_range(lifted, lift, Lim::sum_lo, lift ? Lim::lifted_sum_hi : Lim::sum_hi);
 }
 
 // What the robust path found: NaN (then y is all NaN), +inf entries (they
@@ -374,8 +386,8 @@ SMAX_INLINE log_stable_sum log_stablemax_fast_lse(const S* x, std::size_t n, dou
     top = xsimd::max(top, e);
     return e;
   });
-  const double s = std::ldexp(lifted, -Lim::lift_exp);
-  if (!(s >= Lim::sum_lo && s <= Lim::lifted_sum_hi)) return log_stable_sum::out_of_range;
+  const double s = unlift_in_range(lifted, Lim::lift_exp, Lim::sum_lo, Lim::lifted_sum_hi);
+  if (s < 0) return log_stable_sum::out_of_range;
   if (!(1.5 * static_cast<double>(hmax<A>(top)) <= lifted)) return log_stable_sum::dominated;
   lse = std::log(s);
   return log_stable_sum::in_range;
@@ -396,8 +408,8 @@ void log_stablemax(const T* x, T* y, std::size_t n) noexcept {
     top = xsimd::max(top, e);
     return e;
   });
-  const double s = std::ldexp(lifted, -Lim::lift_exp);
-  if (s >= Lim::sum_lo && s <= Lim::lifted_sum_hi) {
+  const double s = unlift_in_range(lifted, Lim::lift_exp, Lim::sum_lo, Lim::lifted_sum_hi);
+  if (s >= 0) {
     if (!(1.5 * static_cast<double>(hmax<A>(top)) <= lifted)) return log_stablemax_dominated<A>(x, y, n);
     lse = std::log(s);
   } else {
@@ -493,7 +505,7 @@ T half_mean_normal(double m) noexcept {
 }
 
 // stablemax_backward where S and D are in range: dx = s'(x) / S * (dy - mean),
-// mean = D / S, formed as 2 * (h * ...) with h = (dy - mean) / 2 (no
+// mean = D / S (from stablemax_backward_sums), formed as 2 * (h * ...) with h = (dy - mean) / 2 (no
 // overflow: |mean| <= max |dy|) and the small factors applied to h one at a
 // time, never multiplied together first: s'(x) = s(x)^2 underflows for x
 // below -2^63 (float) while s(x)^2 h may still be a normal number. One
@@ -503,10 +515,10 @@ T half_mean_normal(double m) noexcept {
 // Checked (rows whose bound fails, stablemax_backward_sums): a vector with
 // a nonzero |h| below hcut takes each product by mul_normal.
 template <class A, class T, bool Checked = false>
-auto stablemax_backward_term(double S, double D, T hcut = T(0)) noexcept {
+auto stablemax_backward_term(double S, double mean, T hcut = T(0)) noexcept {
   using B = xsimd::batch<T, A>;
   const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2)), cut(hcut);
-  const B invS(static_cast<T>(1.0 / S)), mean_half(half_mean_normal<T>(D / S));
+  const B invS(static_cast<T>(1.0 / S)), mean_half(half_mean_normal<T>(mean));
   return [=](B v, B g) {
     const B h = g * half - mean_half;
     const B sv = div_<A, T>(one, xsimd::max(one - v, one));
@@ -520,9 +532,9 @@ auto stablemax_backward_term(double S, double D, T hcut = T(0)) noexcept {
   };
 }
 template <class A, class T, bool Checked = false>
-SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double D,
+SMAX_FLATTEN void stablemax_backward_plain(const T* x, const T* dy, T* dx, std::size_t n, double S, double mean,
                                            T hcut = T(0)) noexcept {
-  map_pairs<A>(x, dy, dx, n, stablemax_backward_term<A, T, Checked>(S, D, hcut));
+  map_pairs<A>(x, dy, dx, n, stablemax_backward_term<A, T, Checked>(S, mean, hcut));
 }
 
 // S and D of stablemax_backward's pass 1: in_range where the plain form
@@ -587,7 +599,7 @@ compute_t<S> least_finite(const S* x, std::size_t n) noexcept {
   return -hmax<A>(-xsimd::min(m0, m1));
 }
 template <class A, class S>
-stable_sums stablemax_backward_sums(const S* x, const S* dy, std::size_t n, double& s, double& d,
+stable_sums stablemax_backward_sums(const S* x, const S* dy, std::size_t n, double& s, double& mean,
                                     compute_t<S>& hcut) noexcept {
   using T = compute_t<S>;
   using B = xsimd::batch<T, A>;
@@ -620,14 +632,18 @@ stable_sums stablemax_backward_sums(const S* x, const S* dy, std::size_t n, doub
       return xsimd::select(v >= zero, p, q);
     }
   };
+  double d;
   if (!sum_and_products<A, true>(x, dy, n, lifted_s, [](B r, B g) { return r * g; }, s, d))
     return stable_sums::careful;
-  s = std::ldexp(s, -Lim::backward_lift_exp);
-  d = std::ldexp(d, -Lim::backward_lift_exp);
-  if (!(s >= Lim::sum_lo && s <= Lim::sum_hi && d - d == 0)) return stable_sums::careful;
+  // (the mean from the lifted sums, whose lifts cancel)
+  if (!(d - d == 0)) return stable_sums::careful;
+  const double lifted = s;
+  s = unlift_in_range(lifted, Lim::backward_lift_exp, Lim::sum_lo, Lim::sum_hi);
+  if (s < 0) return stable_sums::careful;
+  mean = quotient_normal_or_zero(d, lifted);
   T dm = hmax<A>(dmax);
   if (dm == std::numeric_limits<T>::infinity()) dm = T(1) - std::min(least_finite<A>(x, n), T(0));
-  return stablemax_plain_products_normal<T>(s, half_mean_normal<T>(d / s), dm, hcut);
+  return stablemax_plain_products_normal<T>(s, half_mean_normal<T>(mean), dm, hcut);
 }
 
 // h / d for d >= 1 (+inf included), or +0 where |h / d| would lie below
@@ -673,7 +689,7 @@ SMAX_FLATTEN bool stablemax_backward_careful(const T* x, const T* dy, T* dx, std
     sum_and_products<A, false>(x, dy, n, ratio, [sums_scale](B r, B g) {
       return mul_summable<A, T>(r, mul_normal<A, T>(g, sums_scale));
     }, R, D);
-    const T mh = half_mean_normal<T>(std::ldexp(D / R, Kout - K));
+    const T mh = half_mean_normal<T>(quotient_normal_or_zero(D, R, Kout - K));
     const B mean_half(mh), invR(static_cast<T>(1.0 / R));
     const bool plain_difference = difference_always_normal(mh);
     const auto h_of = [=](B g) {
@@ -740,11 +756,11 @@ SMAX_FLATTEN void stablemax_backward_ratios(const T* x, const T* dy, T* dx, std:
 template <class A, class T>
 void stablemax_backward(const T* x, const T* dy, T* dx, std::size_t n) noexcept {
   if (n == 0) return;
-  double S, D;
+  double S, mean;
   T hcut;
-  const stable_sums sums = stablemax_backward_sums<A>(x, dy, n, S, D, hcut);
-  if (sums == stable_sums::in_range) return stablemax_backward_plain<A>(x, dy, dx, n, S, D);
-  if (sums == stable_sums::checked) return stablemax_backward_plain<A, T, true>(x, dy, dx, n, S, D, hcut);
+  const stable_sums sums = stablemax_backward_sums<A>(x, dy, n, S, mean, hcut);
+  if (sums == stable_sums::in_range) return stablemax_backward_plain<A>(x, dy, dx, n, S, mean);
+  if (sums == stable_sums::checked) return stablemax_backward_plain<A, T, true>(x, dy, dx, n, S, mean, hcut);
   const stablemax_scan sc = stablemax_special(x, n);
   // NaN anywhere (x or dy) wins over every other rule, as in the forward.
   if (sc.nan || stablemax_special(dy, n).nan) return fill(dx, n, std::numeric_limits<T>::quiet_NaN());
