@@ -716,3 +716,125 @@ TEST_CASE("fuzz: entmax_backward's scaled form takes its scale from the support"
   entmax_backward_huge_dy_off_support<float>();
   entmax_backward_huge_dy_off_support<double>();
 }
+
+namespace {
+// entmax_backward's scaled form (a nonzero |dy| below 2^-60 on the row)
+// beside a huge dy on a tiny y: the scale comes from the largest product
+// |g dy|, not the largest |dy| (fuzz_sparse, CI on 9b258e9, 2026-12-07:
+// float, alpha = 1, dy = -FLT_MAX on y = 1.2e-20 took K = -126, and
+// g (dy 2^K - q) of an entry with y = 1e-21 fell below the normal range:
+// dx = 0 for 4.4e-3). Rows where g h is below the normal range in the
+// scaled units but its result is not take g 2^a (dy 2^K - q) 2^b.
+template <class T>
+void entmax_backward_huge_product_scale() {
+  using ld = long double;
+  const bool f = sizeof(T) == 4;
+  const T big = std::numeric_limits<T>::max(), tiny = std::ldexp(T(1), f ? -100 : -600);
+  // {y, dy} rows: the finding's shape, and one whose result for y = 2^-120
+  // (double 2^-1000) needs the split scale-back.
+  struct row {
+    std::vector<T> y, dy;
+  };
+  std::vector<row> rows(2);
+  rows[0].y = {T(0.6), T(0.3), T(0.1) - T(1e-6), T(1.2e-20), T(1e-21), T(1e-6)};
+  rows[0].dy = {T(-16.5), T(-16.5), T(-16.5), -big, T(-16.5), tiny};
+  rows[1].y = {T(0.5), T(0.25), T(0.25), std::ldexp(T(1), f ? -100 : -900), std::ldexp(T(1), f ? -120 : -1000)};
+  rows[1].dy = {T(1), T(1), tiny, std::ldexp(T(1), f ? 127 : 1023), T(3)};
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    for (const T alpha : {T(1), T(1.5), T(2)}) {
+      for (std::size_t r = 0; r < rows.size(); ++r) {
+        INFO("isa " << isa << " alpha " << alpha << " row " << r << (f ? " float" : " double"));
+        // Padded to 37 entries (off the support) so that every ISA runs a
+        // full vector and a tail.
+        std::vector<T> y(37, T(0)), dy(37, T(-7)), dx(37, T(99));
+        std::copy(rows[r].y.begin(), rows[r].y.end(), y.begin() + 3);
+        std::copy(rows[r].dy.begin(), rows[r].dy.end(), dy.begin() + 3);
+        smax::dynamic::entmax_backward(y.data(), dy.data(), dx.data(), y.size(), alpha);
+        ld G = 0, GD = 0, GDabs = 0;
+        std::vector<ld> g(y.size());
+        for (std::size_t i = 0; i < y.size(); ++i) {
+          g[i] = y[i] > 0 ? std::pow(static_cast<ld>(y[i]), 2 - static_cast<ld>(alpha)) : 0;
+          G += g[i];
+          GD += g[i] * dy[i];
+          GDabs += std::fabs(g[i] * dy[i]);
+        }
+        for (std::size_t i = 0; i < y.size(); ++i) {
+          INFO("entry " << i << " dx " << dx[i]);
+          const ld ref = g[i] * (dy[i] - GD / G);
+          const ld scale = g[i] * (std::fabs(static_cast<ld>(dy[i])) + GDabs / G);
+          CHECK(std::fpclassify(dx[i]) != FP_SUBNORMAL);
+          CHECK(std::fabs(dx[i] - ref) <= 8 * std::numeric_limits<T>::epsilon() * scale + std::numeric_limits<T>::min());
+        }
+        // The entry that lost its result before (y = 1e-21; y = 2^-120):
+        // normal and nonzero.
+        CHECK(std::fabs(dx[7]) >= std::numeric_limits<T>::min());
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("fuzz: entmax_backward's scaled form takes its scale from the largest product", "[regression][sparse]") {
+  entmax_backward_huge_product_scale<float>();
+  entmax_backward_huge_product_scale<double>();
+}
+
+namespace {
+// stablemax_backward's careful form takes its scale 2^K from the largest
+// |dy r| (r = s(x) / s(max x)), not the largest |dy| (fuzz_variants, on
+// the work tree after 9b258e9, 2026-12-07: float, SSE2, dy = FLT_MAX on
+// x = -1.7e31, r = 2^-108, beside dy ~ 10 on x ~ 16; the dominant product
+// fell below 2^-103 of the largest |dy| and was dropped: dx_0 = -0.06 for
+// -6475).
+template <class T>
+void stablemax_backward_huge_product_scale(const std::vector<T>& x, const std::vector<T>& dy) {
+  using ld = long double;
+  const std::size_t n = x.size();
+  ld S = 0;
+  std::vector<ld> s(n), ds(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const ld v = x[i];
+    s[i] = v >= 0 ? 1 + v : 1 / (1 - v);
+    ds[i] = v >= 0 ? 1 : 1 / ((1 - v) * (1 - v));
+    S += s[i];
+  }
+  ld D = 0, Dabs = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    D += dy[i] * (s[i] / S);
+    Dabs += std::fabs(dy[i] * (s[i] / S));
+  }
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    std::vector<T> dx(n, T(99));
+    smax::dynamic::stablemax_backward(x.data(), dy.data(), dx.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      INFO("isa " << isa << (sizeof(T) == 4 ? " float" : " double") << " entry " << i << " dx " << dx[i]);
+      const ld ref = ds[i] / S * (dy[i] - D), scale = ds[i] / S * (std::fabs(static_cast<ld>(dy[i])) + Dabs);
+      CHECK(std::fpclassify(dx[i]) != FP_SUBNORMAL);
+      CHECK(std::fabs(dx[i] - ref) <= 8 * std::numeric_limits<T>::epsilon() * scale + 4 * std::numeric_limits<T>::min());
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("fuzz: stablemax_backward's careful form takes its scale from the largest product", "[regression][stablemax]") {
+  const float fmax = std::numeric_limits<float>::max();
+  stablemax_backward_huge_product_scale<float>(
+      {0x1.3124p+4f, -0x1p-149f, -0.0f, -fmax, -0x1.ab505cp+103f, -0x1.21ap+4f, 0x1.f368p+3f, -0.0f, 0x1.dcdp+3f,
+       -0x1.4dc8p+3f},
+      {-0x1.aecp+1f, -0x1.0fap+1f, -0x1.208p+0f, -0x1.58p-3f, fmax, 0x1.4a9p+4f, -0x1.002p+2f, -0x1.a048p+4f,
+       -0x1.0098p+4f, -0x1.4edp+3f});
+  // The same shape in double, and at a length with full vectors and a tail.
+  std::vector<double> x(37, 3.0), dy(37, -2.5);
+  x[5] = -0x1p980;
+  dy[5] = std::numeric_limits<double>::max();
+  x[20] = 19.0;
+  dy[20] = 0x1p-600;  // (a tiny dy: the careful form)
+  stablemax_backward_huge_product_scale<double>(x, dy);
+  std::vector<float> xf(37, 3.0f), dyf(37, -2.5f);
+  xf[5] = -0x1p110f;
+  dyf[5] = fmax;
+  dyf[20] = 0x1p-100f;
+  stablemax_backward_huge_product_scale<float>(xf, dyf);
+}

@@ -1128,27 +1128,36 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
     s0 += gv;
     s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
   };
-  // The scaled form: dy 2^K (the support's largest |dy| 2^K in [1, 2);
-  // exact for K >= 0, by mul_normal below), the sums' products kept where
-  // they are multiples of the smallest normal number (dropped ones below
-  // 2^-102 against a largest |dy| of 1), g (dy 2^K - q) kept where normal,
-  // then scaled back (+0 below the normal range): no subnormal is formed.
-  // False for a dy holding NaN or inf on the support (the plain form then).
+  // The scaled form: dy 2^K, K set so that the support's largest product
+  // |g dy| 2^K lies near 1 (estimated from the exponents: log2 g within
+  // |e| + 1 of e log2 y) and the largest |dy| 2^K below 2^(max_exponent -
+  // 1); exact for K >= 0, by mul_normal below. The sums' products are kept
+  // where they are multiples of the smallest normal number (the dropped
+  // ones below 2^-102 of the largest), g (dy 2^K - q) where normal, then
+  // scaled back: below the normal range +0 for K >= 0, and for K < 0 (a
+  // result up to 2^-K times larger) g 2^a times (dy 2^K - q) 2^b, a + b = -K.
+  // No subnormal is formed. False for a dy holding NaN or inf on the support
+  // (the plain form then).
   const auto scaled = [&]() -> bool {
-    // (the support's largest |dy| only: an entry off it gives 0 whatever
-    // its dy, and a huge one, scaling the row down, would take the
-    // support's terms below the normal range; found by fuzz_sparse, dy =
-    // -FLT_MAX off a support of one entry)
-    T M = T(0);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!(static_cast<T>(y[i]) > T(0))) continue;
-      const T a = std::fabs(static_cast<T>(dy[i]));
-      if (!(a <= std::numeric_limits<T>::max())) return false;
-      M = std::max(M, a);
-    }
+    // (the support only: an entry off it gives 0 whatever its dy, and a
+    // huge one, scaling the row down, would take the support's terms below
+    // the normal range; found by fuzz_sparse, dy = -FLT_MAX off a support
+    // of one entry. The product, not |dy| alone: dy = -FLT_MAX on
+    // y = 1e-20 took K = -126 and the others' g (dy 2^K - q) below the
+    // normal range, dx = 0 for 4e-3; found by fuzz_sparse, alpha = 1)
+    // (log2 g within |e| + 1 of e log2 y)
+    const B ev(e);
+    T M, E;
+    if (!largest_product_exponent<A, false>(y, dy, n, [=](B yv) { return yv > zero; },
+                                            [=](B yv) { return ev * exponent_estimate<A, T>(yv); }, M, E))
+      return false;
     constexpr int top = std::numeric_limits<T>::max_exponent - 2;
-    const int K = M == T(0) ? 0 : std::max(-top, std::min(-std::ilogb(M), top));
+    const int K = M == T(0) ? 0
+                            : static_cast<int>(std::max<T>(
+                                  T(-top), std::min<T>(-std::ceil(E), T(top - std::max(std::ilogb(M), -top)))));
     const B up(std::ldexp(T(1), K)), back(std::ldexp(T(1), -K)), kb(static_cast<T>(-K));
+    const int back_g_exp = -K / 2;  // (K < 0: a = -K / 2, b = -K - a, both at most 63)
+    const B back_g(std::ldexp(T(1), back_g_exp)), back_h(std::ldexp(T(1), -K - back_g_exp)), bound(std::ldexp(T(1), 64));
     const auto lift = [=](B d) { return K >= 0 ? d * up : mul_normal<A, T>(d, up); };
     double s0 = 0, s1 = 0;
     two_sums_of_pairs<A>(y, dy, n,
@@ -1161,8 +1170,13 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
     const T qt = s0 > 0 ? to_normal<T>(s1 / s0) : T(0);
     const B q(qt);
     const auto out = [=](B yv, B h) {
-      const B o = mul_normal<A, T>(g(yv), h);
-      return xsimd::select(yv > zero, K >= 0 ? ldexp_flush<A, T>(o, kb) : o * back, zero);
+      const B gv = g(yv);
+      const B o = mul_normal<A, T>(gv, h);
+      if (K >= 0) return xsimd::select(yv > zero, ldexp_flush<A, T>(o, kb), zero);
+      // (where g h is below the normal range, g and |h| are below 2^64 unless
+      // one is 0: the bounds only keep the discarded lanes finite)
+      const B low = mul_normal<A, T>(xsimd::min(gv, bound) * back_g, xsimd::max(xsimd::min(h, bound), -bound) * back_h);
+      return xsimd::select(yv > zero, xsimd::select(o == zero, low, o * back), zero);
     };
     if (difference_always_normal(qt))
       write([=](B yv, B d) { return out(yv, lift(d) - q); });

@@ -658,9 +658,10 @@ SMAX_INLINE xsimd::batch<T, A> quotient_normal(xsimd::batch<T, A> h, xsimd::batc
 // far below 0 or above it, sums out of range, rows whose pass 2 could form
 // a product below the normal range), on the ratios r = s(x) / s(m) in
 // [min, 1] or +0 (m = max x, with_stable_ratio), R = sum r in [1, n], and
-// dy scaled by 2^K (|dy| max 2^K in [1, 8): K < 0 drops what falls below
-// the normal range, K > 0 is exact), so that sum dy r 2^K neither
-// overflows nor, through mul_summable, forms a subnormal:
+// dy scaled by 2^K (the largest |dy r| 2^K near 1, estimated from the
+// exponents, and |dy| 2^K below 2^(max_exponent - 1): K < 0 drops what
+// falls below the normal range, K > 0 is exact), so that sum dy r 2^K
+// neither overflows nor, through mul_summable, forms a subnormal:
 //     mean = (sum dy r) / R,  h = (dy - mean) / 2  (in 2^max(K, 0)),
 //     x >= 0: dx = 2 h / (s(m) R);   x < 0: dx = 2 h s(x)^2 / (s(m) R),
 // the latter as h / (1 - x) / (1 - x) / s(m) for m >= 0 (r s(x) would be
@@ -673,17 +674,32 @@ SMAX_INLINE xsimd::batch<T, A> quotient_normal(xsimd::batch<T, A> h, xsimd::batc
 template <class A, class T>
 SMAX_FLATTEN bool stablemax_backward_careful(const T* x, const T* dy, T* dx, std::size_t n, T m) noexcept {
   using B = xsimd::batch<T, A>;
-  T hi, lo;
-  reduce_max_min<A>(dy, n, hi, lo);
-  const T G = std::max(hi, -lo);
-  if (!(G <= std::numeric_limits<T>::max())) return false;
-  // (2^K normal: K in [min_exponent, max_exponent - 2], float [-125, 126])
+  // K from the largest |dy r|, not the largest |dy|: dy = FLT_MAX on
+  // x = -1.7e31 (r = 2^-108) beside dy ~ 10 on x ~ 16 dropped the
+  // dominant product, dx = -0.06 for -6474 (found by fuzz_variants, SSE2).
+  // log2 s(x) lies within 1 of exponent(1 + |x|) (x >= 0) or of its
+  // negation (x < 0); -inf lanes (r = 0) are left out.
+  const B one(T(1)), zero(T(0)), neg_inf(-std::numeric_limits<T>::infinity());
+  T G, E;
+  if (!largest_product_exponent<A, true>(x, dy, n, [=](B v) { return v > neg_inf; },
+                                         [=](B v) {
+                                           const B ex = exponent_estimate<A, T>(one + xsimd::abs(v));
+                                           return xsimd::select(v >= zero, ex, -ex);
+                                         },
+                                         G, E))
+    return false;
+  const double log2_sm = m >= T(0) ? std::log2(1.0 + m) : -std::log2(1.0 - m);
+  // (2^K normal: K in [min_exponent, max_exponent - 2], float [-125, 126];
+  // |dy| 2^K below 2^(max_exponent - 1))
+  constexpr int top = std::numeric_limits<T>::max_exponent - 2;
   const int K = G == T(0) ? 0
-                          : std::max(std::min(-std::ilogb(G), std::numeric_limits<T>::max_exponent - 2),
-                                     std::numeric_limits<T>::min_exponent);
+                          : static_cast<int>(std::max<double>(
+                                std::numeric_limits<T>::min_exponent,
+                                std::min<double>(std::ceil(log2_sm - static_cast<double>(E)),
+                                                 top - std::max(std::ilogb(G), -top))));
   const int Kout = std::max(K, 0);
   const B sums_scale(std::ldexp(T(1), K)), out_scale(std::ldexp(T(1), Kout));
-  const B one(T(1)), zero(T(0)), half(T(0.5)), two(T(2)), back(T(1 - Kout));
+  const B half(T(0.5)), two(T(2)), back(T(1 - Kout));
   with_stable_ratio<A, T>(m, [&](auto ratio) {
     double R, D;
     sum_and_products<A, false>(x, dy, n, ratio, [sums_scale](B r, B g) {
