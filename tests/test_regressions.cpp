@@ -837,4 +837,17 @@ TEST_CASE("fuzz: stablemax_backward's careful form takes its scale from the larg
   dyf[5] = fmax;
   dyf[20] = 0x1p-100f;
   stablemax_backward_huge_product_scale<float>(xf, dyf);
+  // A ratio r below the normal range (+0) under a dy near the largest T:
+  // dy r still counts (fuzz_variants, the fresh-clone CI on 4124300: dx_0
+  // 2^-16 off), and the review's rows of 2026-12-07 (dx_1 = 0 for -0.25;
+  // double 0 for 1).
+  stablemax_backward_huge_product_scale<float>(
+      {-0x1p-149f, 0x1.0624dep-10f, -0x1.02dp+3f, -0x1.5d8p+3f, 0x1.47e8p+4f, -0x1.1da8p+4f, 0x1.3124p+4f, -0x1p-149f,
+       0x1p-149f, -fmax, -0x1.ab505cp+103f, -0x1.21ap+4f, 0x1.f368p+3f, -0.0f, 0x1.dcdp+3f, -0x1.4dc8p+3f, -0x1.aecp+1f},
+      {-0x1.0fap+1f, -0x1.354p+0f, -0x1.02dp+3f, -0x1.5d8p+3f, 0x1.47e8p+4f, -0x1.1da8p+4f, 0x1.3124p+4f, -0x1p-149f,
+       0x1p-149f, -fmax, -0x1.712c98p+104f, 0x1.91a8p+20f, -0x1.956p+1f, -0x1.956p+1f, 0x1.75b8p+3f, -0x1.9f08p+4f,
+       0x1.b4p+4f});
+  stablemax_backward_huge_product_scale<float>({-0x1p127f, 0.0f}, {0x1p125f, 0.0f});
+  const double dmax = std::numeric_limits<double>::max();
+  stablemax_backward_huge_product_scale<double>({-dmax, -0.097}, {-dmax, 0.0});
 }

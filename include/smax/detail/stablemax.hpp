@@ -681,13 +681,22 @@ SMAX_FLATTEN bool stablemax_backward_careful(const T* x, const T* dy, T* dx, std
   // negation (x < 0); -inf lanes (r = 0) are left out.
   const B one(T(1)), zero(T(0)), neg_inf(-std::numeric_limits<T>::infinity());
   T G, E;
+  B lowest(std::numeric_limits<T>::infinity());
   if (!largest_product_exponent<A, true>(x, dy, n, [=](B v) { return v > neg_inf; },
-                                         [=](B v) {
+                                         [&](B v) {
+                                           lowest = xsimd::min(lowest, v);
                                            const B ex = exponent_estimate<A, T>(one + xsimd::abs(v));
                                            return xsimd::select(v >= zero, ex, -ex);
                                          },
                                          G, E))
     return false;
+  // (a ratio r below the normal range is +0, but dy r need not be: dy near
+  // the largest T on x = -FLT_MAX; such rows add those products again,
+  // formed as dy / (1 - x) / s(m) (m >= 0) or dy / (1 - x) (1 - m); found
+  // by fuzz_variants, dy = -FLT_MAX: 2^-16 off)
+  const double xmin = -static_cast<double>(hmax<A>(-lowest));
+  const double least_ratio = m >= T(0) ? 1.0 / ((1.0 - xmin) * (1.0 + m)) : (1.0 - m) / (1.0 - xmin);
+  const bool deep_ratios = xmin < 0 && !(least_ratio >= 4.0 * static_cast<double>(std::numeric_limits<T>::min()));
   const double log2_sm = m >= T(0) ? std::log2(1.0 + m) : -std::log2(1.0 - m);
   // (2^K normal: K in [min_exponent, max_exponent - 2], float [-125, 126];
   // |dy| 2^K below 2^(max_exponent - 1))
@@ -705,6 +714,21 @@ SMAX_FLATTEN bool stablemax_backward_careful(const T* x, const T* dy, T* dx, std
     sum_and_products<A, false>(x, dy, n, ratio, [sums_scale](B r, B g) {
       return mul_summable<A, T>(r, mul_normal<A, T>(g, sums_scale));
     }, R, D);
+    if (deep_ratios) {
+      // (terms at least 2^mantissa_bits min: multiples of min, as
+      // mul_summable's; the tail's padding lanes, x = 0, are not deep)
+      const B sm(m >= T(0) ? m + T(1) : T(1)), omm(m >= T(0) ? T(1) : T(1) - m);
+      const B summable(std::ldexp(std::numeric_limits<T>::min(), exp_constants<T>::mantissa_bits));
+      double unused, deep_sum;
+      two_sums_of_pairs<A>(x, dy, n, [&](B v, B g, B&, B& acc) {
+        const auto deep = (ratio(v) == zero) & (v < zero) & (v > neg_inf);
+        if (!xsimd::any(deep)) return;
+        const B t = quotient_normal<A, T>(quotient_normal<A, T>(mul_normal<A, T>(g, sums_scale), one - v), sm);
+        const B u = m >= T(0) ? t : mul_normal<A, T>(t, omm);
+        acc += xsimd::select(deep & (xsimd::abs(u) >= summable), u, zero);
+      }, unused, deep_sum);
+      D += deep_sum;
+    }
     const T mh = half_mean_normal<T>(quotient_normal_or_zero(D, R, Kout - K));
     const B mean_half(mh), invR(static_cast<T>(1.0 / R));
     const bool plain_difference = difference_always_normal(mh);
