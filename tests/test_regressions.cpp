@@ -851,3 +851,62 @@ TEST_CASE("fuzz: stablemax_backward's careful form takes its scale from the larg
   const double dmax = std::numeric_limits<double>::max();
   stablemax_backward_huge_product_scale<double>({-dmax, -0.097}, {-dmax, 0.0});
 }
+
+namespace {
+// entmax_backward on one row against long double, every ISA: within 8 ulp
+// of each entry's scale g (|dy| + sum |g dy| / sum g) plus 4 min, finite.
+template <class T>
+void check_entmax_backward_row(const std::vector<T>& y, const std::vector<T>& dy, T alpha) {
+  using ld = long double;
+  const std::size_t n = y.size();
+  ld G = 0, GD = 0, GDabs = 0;
+  std::vector<ld> g(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    g[i] = y[i] > 0 ? std::pow(static_cast<ld>(y[i]), 2 - static_cast<ld>(alpha)) : 0;
+    G += g[i];
+    GD += g[i] * dy[i];
+    GDabs += std::fabs(g[i] * dy[i]);
+  }
+  for (const auto& isa : smax_test::isas()) {
+    smax_test::use_isa guard(isa);
+    std::vector<T> dx(n, T(99));
+    smax::dynamic::entmax_backward(y.data(), dy.data(), dx.data(), n, alpha);
+    for (std::size_t i = 0; i < n; ++i) {
+      INFO("isa " << isa << " alpha " << alpha << (sizeof(T) == 4 ? " float" : " double") << " entry " << i << " dx "
+                  << dx[i]);
+      const ld ref = g[i] * (dy[i] - GD / G), scale = g[i] * (std::fabs(static_cast<ld>(dy[i])) + GDabs / G);
+      CHECK(std::isfinite(dx[i]));
+      CHECK(std::fabs(dx[i] - ref) <= 8 * std::numeric_limits<T>::epsilon() * scale + 4 * std::numeric_limits<T>::min());
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("review: the scaled forms' 2^K stays finite, its estimate holds for alpha > 2, K < 0 keeps dy",
+          "[regression][sparse][stablemax]") {
+  // (review of 4124300 and 6b573c0, 2026-12-07) Every product below the
+  // normal range took K above max_exponent: 2^K = inf, dx NaN.
+  std::vector<float> y(1001, 1e-30f), dy(1001, 1e-25f);
+  y[0] = 1;
+  dy[0] = 0;
+  check_entmax_backward_row<float>(y, dy, 1.5f);
+  std::vector<double> yd(1001, 1e-157), dyd(1001, 1e-152);
+  yd[0] = 1;
+  dyd[0] = 0;
+  check_entmax_backward_row<double>(yd, dyd, 1.0);
+  // alpha = 120: e log2 y from the exponent alone was |e| binades high.
+  check_entmax_backward_row<float>({0.99f, 0.98f}, {1e-20f, 3e-20f}, 120.0f);
+  check_entmax_backward_row<double>({0.999, 0.998}, {1e-200, 3e-200}, 1000.0);
+  // K < 0 from a large g: dy_1 2^K fell below the normal range.
+  check_entmax_backward_row<float>({1e-35f, 0.5f, 0.25f}, {1.0f, 1e-3f, 1e-30f}, 3.0f);
+  check_entmax_backward_row<double>({1e-305, 0.5, 0.25}, {1.0, 1e-3, 1e-300}, 3.0);
+  // stablemax_backward: 2^K = inf; a dy on x = -inf set the scale.
+  std::vector<float> x(1001, -1e10f), dys(1001, 1e-30f);
+  x[0] = 0;
+  dys[0] = 0;
+  stablemax_backward_huge_product_scale<float>(x, dys);
+  const double inf = std::numeric_limits<double>::infinity();
+  stablemax_backward_huge_product_scale<double>({-inf, 0.0, 1.0}, {std::numeric_limits<double>::max(), 1e-300, 3e-300});
+  stablemax_backward_huge_product_scale<float>({-std::numeric_limits<float>::infinity(), 0.0f, 1.0f},
+                                               {1e10f, 1e-30f, 3e-30f});
+}

@@ -387,27 +387,41 @@ SMAX_INLINE xsimd::batch<T, A> exponent_estimate(xsimd::batch<T, A> v) noexcept 
   return xsimd::max(f, B(T(1))) - B(static_cast<T>(L::exponent_bias));
 }
 
+// log2 |v| within 0.09 for a normal v: its exponent plus its mantissa's
+// fraction (log2 (1 + f) ~ f), from the bit fields alone.
+template <class A, class T>
+SMAX_INLINE xsimd::batch<T, A> log2_estimate(xsimd::batch<T, A> v) noexcept {
+  using B = xsimd::batch<T, A>;
+  using L = float_layout<T>;
+  using BI = xsimd::batch<typename L::int_type, A>;
+  const BI mantissa((typename L::int_type(1) << L::mantissa_bits) - 1);
+  const B one(T(1));
+  const B m = xsimd::bitwise_cast<B>((xsimd::bitwise_cast<BI>(v) & mantissa) | xsimd::bitwise_cast<BI>(one));
+  return exponent_estimate<A, T>(v) + (m - one);
+}
+
 // For the scaled forms of the backward passes, which scale dy by 2^K so
 // that their largest product w dy lands near 1: over the lanes where
-// on(a) holds, the largest |b| (M) and an upper estimate of log2 of the
-// largest |w b| (E, -inf where every such b is 0), with log2_w(a) an
-// estimate of log2 w. False where b holds NaN or inf (on those lanes, or
-// on every lane with CheckAll). One pass of vectors (a scalar std::ilogb
-// per entry made entmax_backward's 4-8x its other passes).
+// on(a) holds, the largest finite |b| (M) and an estimate of log2 of the
+// largest |w b| (E, within 1 + the error of log2_w(a), an estimate of
+// log2 w; -inf where every such b is 0). False where b holds NaN or inf
+// (on those lanes, or on any lane with CheckAll). One pass of vectors (a
+// scalar std::ilogb per entry made entmax_backward's 4-8x its other
+// passes).
 template <class A, bool CheckAll, class S, class On, class LogWeight, class T = compute_t<S>>
 bool largest_product_exponent(const S* a, const S* b, std::size_t n, On on, LogWeight log2_w, T& M, T& E) noexcept {
   using B = xsimd::batch<T, A>;
   constexpr std::size_t W = B::size;
-  const B zero(T(0)), largest(std::numeric_limits<T>::max());
-  B vm(zero), ve(-std::numeric_limits<T>::infinity());
+  const B zero(T(0)), largest(std::numeric_limits<T>::max()), neg_inf(-std::numeric_limits<T>::infinity());
+  B vm(zero), ve(neg_inf);
   auto bad = zero != zero;
   const auto step = [&](B va, B vb) {
     const auto counted = on(va);
     const B d = xsimd::abs(vb);
-    bad = bad | (CheckAll ? !(d <= largest) : counted & !(d <= largest));
-    const auto live = counted & (d > zero) & (d <= largest);
-    vm = xsimd::select(live, xsimd::max(vm, d), vm);
-    ve = xsimd::select(live, xsimd::max(ve, exponent_estimate<A, T>(d) + log2_w(va)), ve);
+    const auto finite = d <= largest;
+    bad = bad | (CheckAll ? !finite : counted & !finite);
+    vm = xsimd::max(vm, xsimd::select(counted & finite, d, zero));
+    ve = xsimd::max(ve, xsimd::select(counted & finite & (d > zero), exponent_estimate<A, T>(d) + log2_w(va), neg_inf));
   };
   std::size_t i = 0;
   for (; i + W <= n; i += W) step(load_as<A, T>(a + i), load_as<A, T>(b + i));

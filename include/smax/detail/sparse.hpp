@@ -1128,16 +1128,15 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
     s0 += gv;
     s1 += xsimd::select(yv > zero, gv * (d * sc), zero);
   };
-  // The scaled form: dy 2^K, K set so that the support's largest product
-  // |g dy| 2^K lies near 1 (estimated from the exponents: log2 g within
-  // |e| + 1 of e log2 y) and the largest |dy| 2^K below 2^(max_exponent -
-  // 1); exact for K >= 0, by mul_normal below. The sums' products are kept
-  // where they are multiples of the smallest normal number (the dropped
-  // ones below 2^-102 of the largest), g (dy 2^K - q) where normal, then
-  // scaled back: below the normal range +0 for K >= 0, and for K < 0 (a
-  // result up to 2^-K times larger) g 2^a times (dy 2^K - q) 2^b, a + b = -K.
-  // No subnormal is formed. False for a dy holding NaN or inf on the support
-  // (the plain form then).
+  // The scaled form: dy 2^K for the sums, K set so that the support's
+  // largest product |g dy| 2^K lies near 1 (estimated from the bit fields:
+  // within 1 + 0.09 |e| binades) and the largest |dy| 2^K below
+  // 2^(max_exponent - 1); exact for K >= 0, by mul_normal below. The sums'
+  // products are kept where they are multiples of the smallest normal
+  // number (the dropped ones far below the largest); for K >= 0 g (dy 2^K
+  // - q) where normal, scaled back with +0 below the normal range; for
+  // K < 0 g (dy - q 2^-K) where normal. No subnormal is formed. False for
+  // a dy holding NaN or inf on the support (the plain form then).
   const auto scaled = [&]() -> bool {
     // (the support only: an entry off it gives 0 whatever its dy, and a
     // huge one, scaling the row down, would take the support's terms below
@@ -1145,19 +1144,20 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
     // of one entry. The product, not |dy| alone: dy = -FLT_MAX on
     // y = 1e-20 took K = -126 and the others' g (dy 2^K - q) below the
     // normal range, dx = 0 for 4e-3; found by fuzz_sparse, alpha = 1)
-    // (log2 g within |e| + 1 of e log2 y)
+    // (log2 g within 0.09 |e| of e log2_estimate(y); found in review: e
+    // times the exponent alone was |e| binades high for y near 1, alpha =
+    // 120, and the sums dropped every product)
     const B ev(e);
     T M, E;
     if (!largest_product_exponent<A, false>(y, dy, n, [=](B yv) { return yv > zero; },
-                                            [=](B yv) { return ev * exponent_estimate<A, T>(yv); }, M, E))
+                                            [=](B yv) { return ev * log2_estimate<A, T>(yv); }, M, E))
       return false;
+    // (2^K normal, K in [-top, top]; |dy| 2^K below 2^(max_exponent - 1))
     constexpr int top = std::numeric_limits<T>::max_exponent - 2;
     const int K = M == T(0) ? 0
                             : static_cast<int>(std::max<T>(
-                                  T(-top), std::min<T>(-std::ceil(E), T(top - std::max(std::ilogb(M), -top)))));
-    const B up(std::ldexp(T(1), K)), back(std::ldexp(T(1), -K)), kb(static_cast<T>(-K));
-    const int back_g_exp = -K / 2;  // (K < 0: a = -K / 2, b = -K - a, both at most 63)
-    const B back_g(std::ldexp(T(1), back_g_exp)), back_h(std::ldexp(T(1), -K - back_g_exp)), bound(std::ldexp(T(1), 64));
+                                  T(-top), std::min<T>({-std::ceil(E), T(top), T(top - std::max(std::ilogb(M), -top))})));
+    const B up(std::ldexp(T(1), K)), kb(static_cast<T>(-K));
     const auto lift = [=](B d) { return K >= 0 ? d * up : mul_normal<A, T>(d, up); };
     double s0 = 0, s1 = 0;
     two_sums_of_pairs<A>(y, dy, n,
@@ -1168,20 +1168,37 @@ SMAX_FLATTEN void entmax_backward_pass(const S* y, const S* dy, std::size_t n, T
                          },
                          s0, s1);
     const T qt = s0 > 0 ? to_normal<T>(s1 / s0) : T(0);
-    const B q(qt);
-    const auto out = [=](B yv, B h) {
+    if (K >= 0) {
+      const B q(qt);
+      const auto out = [=](B yv, B h) {
+        return xsimd::select(yv > zero, ldexp_flush<A, T>(mul_normal<A, T>(g(yv), h), kb), zero);
+      };
+      if (difference_always_normal(qt))
+        write([=](B yv, B d) { return out(yv, lift(d) - q); });
+      else
+        write([=](B yv, B d) { return out(yv, difference_normal_or_zero<A, T>(lift(d), q)); });
+      return true;
+    }
+    // K < 0 (a product above 1): g (dy - q) unscaled, q = qt 2^-K (a
+    // weighted mean of dy: finite). The lifted dy of the sums would drop a
+    // dy that matters to its own output (found in review: alpha = 3, y =
+    // {1e-35, 0.5}, dy = {1, 1e-3}, K = -117 took dy_1 2^K below the normal
+    // range: dx_1 = -2 for -1.998). Where dy - q overflows, g dy - g q.
+    // (|q| below half an ulp of the largest T: dy - q cannot overflow;
+    // above it, g q is far above the normal range and so is g dy - g q)
+    const T qu = std::ldexp(qt, -K);
+    const B q(qu), inf(std::numeric_limits<T>::infinity());
+    const bool plain = difference_always_normal(qu);
+    constexpr int half_ulp_of_max = std::numeric_limits<T>::max_exponent - std::numeric_limits<T>::digits - 1;
+    const bool may_overflow = !(std::fabs(qu) < std::ldexp(T(1), half_ulp_of_max));
+    write([=](B yv, B d) {
       const B gv = g(yv);
-      const B o = mul_normal<A, T>(gv, h);
-      if (K >= 0) return xsimd::select(yv > zero, ldexp_flush<A, T>(o, kb), zero);
-      // (where g h is below the normal range, g and |h| are below 2^64 unless
-      // one is 0: the bounds only keep the discarded lanes finite)
-      const B low = mul_normal<A, T>(xsimd::min(gv, bound) * back_g, xsimd::max(xsimd::min(h, bound), -bound) * back_h);
-      return xsimd::select(yv > zero, xsimd::select(o == zero, low, o * back), zero);
-    };
-    if (difference_always_normal(qt))
-      write([=](B yv, B d) { return out(yv, lift(d) - q); });
-    else
-      write([=](B yv, B d) { return out(yv, difference_normal_or_zero<A, T>(lift(d), q)); });
+      const B h = plain ? d - q : difference_normal_or_zero<A, T>(d, q);
+      B o = mul_normal<A, T>(gv, h);
+      if (may_overflow)
+        o = xsimd::select(xsimd::abs(h) < inf, o, mul_normal<A, T>(gv, d) - mul_normal<A, T>(gv, q));
+      return xsimd::select(yv > zero, o, zero);
+    });
     return true;
   };
   // g (dy - q), exact 0 where dy = q; where dy - q overflows (|dy| near

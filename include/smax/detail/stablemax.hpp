@@ -699,20 +699,23 @@ SMAX_FLATTEN bool stablemax_backward_careful(const T* x, const T* dy, T* dx, std
   const bool deep_ratios = xmin < 0 && !(least_ratio >= 4.0 * static_cast<double>(std::numeric_limits<T>::min()));
   const double log2_sm = m >= T(0) ? std::log2(1.0 + m) : -std::log2(1.0 - m);
   // (2^K normal: K in [min_exponent, max_exponent - 2], float [-125, 126];
-  // |dy| 2^K below 2^(max_exponent - 1))
+  // |dy| 2^K below 2^(max_exponent - 1) on the lanes x > -inf; the -inf
+  // lanes' dy, whose products are 0, neither sets the scale nor is scaled:
+  // found in review, dy = DBL_MAX on x = -inf scaled the row's tiny
+  // products away)
   constexpr int top = std::numeric_limits<T>::max_exponent - 2;
   const int K = G == T(0) ? 0
                           : static_cast<int>(std::max<double>(
                                 std::numeric_limits<T>::min_exponent,
-                                std::min<double>(std::ceil(log2_sm - static_cast<double>(E)),
-                                                 top - std::max(std::ilogb(G), -top))));
+                                std::min<double>({std::ceil(log2_sm - static_cast<double>(E)), double(top),
+                                                  double(top - std::max(std::ilogb(G), -top))})));
   const int Kout = std::max(K, 0);
   const B sums_scale(std::ldexp(T(1), K)), out_scale(std::ldexp(T(1), Kout));
   const B half(T(0.5)), two(T(2)), back(T(1 - Kout));
   with_stable_ratio<A, T>(m, [&](auto ratio) {
     double R, D;
-    sum_and_products<A, false>(x, dy, n, ratio, [sums_scale](B r, B g) {
-      return mul_summable<A, T>(r, mul_normal<A, T>(g, sums_scale));
+    sum_and_products<A, false>(x, dy, n, ratio, [sums_scale, zero](B r, B g) {
+      return mul_summable<A, T>(r, mul_normal<A, T>(xsimd::select(r > zero, g, zero), sums_scale));
     }, R, D);
     if (deep_ratios) {
       // (terms at least 2^mantissa_bits min: multiples of min, as
@@ -723,7 +726,10 @@ SMAX_FLATTEN bool stablemax_backward_careful(const T* x, const T* dy, T* dx, std
       two_sums_of_pairs<A>(x, dy, n, [&](B v, B g, B&, B& acc) {
         const auto deep = (ratio(v) == zero) & (v < zero) & (v > neg_inf);
         if (!xsimd::any(deep)) return;
-        const B t = quotient_normal<A, T>(quotient_normal<A, T>(mul_normal<A, T>(g, sums_scale), one - v), sm);
+        // (1 - x on the deep lanes only: quotient_normal forms d min, a
+        // subnormal for d below 1; found in review)
+        const B w = xsimd::select(deep, one - v, one);
+        const B t = quotient_normal<A, T>(quotient_normal<A, T>(mul_normal<A, T>(g, sums_scale), w), sm);
         const B u = m >= T(0) ? t : mul_normal<A, T>(t, omm);
         acc += xsimd::select(deep & (xsimd::abs(u) >= summable), u, zero);
       }, unused, deep_sum);
@@ -741,12 +747,12 @@ SMAX_FLATTEN bool stablemax_backward_careful(const T* x, const T* dy, T* dx, std
       const B sm(m + T(1));
       map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
         const B w = xsimd::select(v >= zero, one, one - v);
-        const B q = quotient_normal<A, T>(quotient_normal<A, T>(quotient_normal<A, T>(h_of(g), w), w), sm);
+        const B q = quotient_normal<A, T>(quotient_normal<A, T>(quotient_normal<A, T>(h_of(xsimd::select(v > neg_inf, g, zero)), w), w), sm);
         return finish(mul_normal<A, T>(q, invR));
       });
     } else {
       map_pairs<A>(x, dy, dx, n, [=](B v, B g) {
-        const B q = mul_normal<A, T>(quotient_normal<A, T>(h_of(g), one - v), ratio(v));
+        const B q = mul_normal<A, T>(quotient_normal<A, T>(h_of(xsimd::select(v > neg_inf, g, zero)), one - v), ratio(v));
         return finish(mul_normal<A, T>(q, invR));
       });
     }
