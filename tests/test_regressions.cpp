@@ -909,4 +909,10 @@ TEST_CASE("review: the scaled forms' 2^K stays finite, its estimate holds for al
   stablemax_backward_huge_product_scale<double>({-inf, 0.0, 1.0}, {std::numeric_limits<double>::max(), 1e-300, 3e-300});
   stablemax_backward_huge_product_scale<float>({-std::numeric_limits<float>::infinity(), 0.0f, 1.0f},
                                                {1e10f, 1e-30f, 3e-30f});
+  // fuzz_variants on 095d98b (older than it): the careful form's mean
+  // D 2^1021 / R overflowed in D 2^1021 (dy = DBL_MAX): dx_0 = 0 for
+  // -0.027 DBL_MAX.
+  const double dmax = std::numeric_limits<double>::max();
+  stablemax_backward_huge_product_scale<double>({0x1.fc37a16977483p-666, -0x0.0000000000001p-1022, -inf, -inf, -0x1.056p+4},
+                                                {-dmax, -dmax, -dmax, 0x1.e858p+4, dmax});
 }
