@@ -16,9 +16,11 @@
 # function shared by several of these TUs resolves to the baseline copy.
 #
 # smax_add_dynamic_dispatch(<target> OBJECTS_FROM <other>) links the objects
-# already made for <other> (same project, same position-independence)
-# instead of compiling them again: the per-ISA TUs are the slow part of a
-# build (about two CPU minutes each at -O2).
+# already made for <other> (same project; position-independent objects, a
+# shared library's, may go into any target, the others only into targets
+# that are not position-independent themselves) instead of compiling them
+# again: the per-ISA TUs are the slow part of a build (three to four CPU
+# minutes each at -O2).
 
 set(SMAX_DISPATCH_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/../src" CACHE INTERNAL "")
 

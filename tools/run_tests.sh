@@ -10,8 +10,10 @@
 #
 #   release  g++ -O2, warnings as errors: every test on every ISA the CPU
 #            has, the examples, SMAX_ISA forcing, packaging (find_package
-#            against an install prefix, add_subdirectory); smax_bench is
-#            built (not run)
+#            against an install prefix, add_subdirectory), and the bindings
+#            preset's C API and Python tests (below), all on one compile of
+#            the per-ISA objects (the C library's); smax_bench is built
+#            (not run)
 #   clang    clang++ -O2, warnings as errors: the same tests, less packaging
 #   asan     clang++ -O1 (Debug: xsimd assertions on) with AddressSanitizer +
 #            UndefinedBehaviorSanitizer and libFuzzer's coverage; large sizes
@@ -22,7 +24,8 @@
 #            capped at 128K (SMAX_TEST_MAX_N: QEMU emulates long double, the
 #            references' type, in software); the examples are left to release
 #            and clang
-#   bindings g++ -O2, warnings as errors: the C API (tests/c_api: every
+#   bindings (not in the default list: release runs its tests) g++ -O2,
+#            warnings as errors, without smax's own tests: the C API (tests/c_api: every
 #            function from C, bit for bit against the C++ calls, linked shared,
 #            static, and with `cc $(pkg-config --cflags --libs smax)` against
 #            an install prefix) and the Python module (pytest: python/tests,
@@ -45,7 +48,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(release clang asan neon bindings tsan fuzz)
+[ ${#stages[@]} -eq 0 ] && stages=(release clang asan neon tsan fuzz)
 
 # libclang-rt-14-dev: the sanitizer and libFuzzer runtimes of Debian 12's clang
 # (only recommended by clang, and recommends are not installed here)
